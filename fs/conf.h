@@ -1,0 +1,63 @@
+/*
+ * wsfs configuration: /etc/wsfs/wsfs.conf (key = value) overridden by
+ * mount options. Shared by wsfs and wsctl so both read the same settings.
+ */
+#ifndef WSFS_CONF_H
+#define WSFS_CONF_H
+
+#include <stddef.h>
+
+#define CONF_DEFAULT_PATH	"/etc/wsfs/wsfs.conf"
+
+enum ws_kind {
+	WS_KIND_SHARED,
+	WS_KIND_SCRATCH,
+};
+
+enum ws_uring {
+	WS_URING_AUTO,		/* io_uring if the kernel allows it */
+	WS_URING_OFF,		/* plain syscalls */
+};
+
+struct wsfs_conf {
+	enum ws_kind	 kind;
+	char		*lockd;		/* NULL: embedded lock table */
+	char		*key;		/* cluster key file */
+	char		*node;		/* node name; NULL: hostname */
+	double		 lock_timeout;	/* seconds */
+	char		*scratch_dir;
+	double		 scratch_ttl_hours;
+	double		 sweep_interval_minutes;
+	int		 allow_other;
+	int		 default_permissions;
+	double		 attr_timeout;
+	double		 entry_timeout;
+	int		 max_threads;
+	int		 max_fds;	/* 0: derived from RLIMIT_NOFILE */
+	enum ws_uring	 uring;
+	int		 allow_writable_source;
+	char		*control_socket;
+	char		*metrics;
+};
+
+/* Fill with the built-in defaults. Never fails. */
+void	conf_init(struct wsfs_conf *c);
+/* Release strings owned by c; conf_free of an initialised conf is safe. */
+void	conf_free(struct wsfs_conf *c);
+/*
+ * Set one key. Returns 0, or -EINVAL with a message in err for an unknown
+ * key or a bad value.
+ */
+int	conf_set(struct wsfs_conf *c, const char *key, const char *value,
+	    char *err, size_t errlen);
+/*
+ * Read a config file. A missing file is not an error when optional is set.
+ * Returns 0 or -errno with a message (file and line) in err.
+ */
+int	conf_load(struct wsfs_conf *c, const char *path, int optional,
+	    char *err, size_t errlen);
+/* Parse a decimal number of the form [0-9]+(.[0-9]+)?, within [min, max]. */
+int	conf_parse_double(const char *s, double min, double max, double *out);
+const char *conf_kind_name(enum ws_kind k);
+
+#endif

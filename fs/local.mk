@@ -1,0 +1,7 @@
+# wsfs: the FUSE daemon.
+sbin_PROGRAMS += fs/wsfs
+fs_wsfs_SOURCES = fs/main.c fs/wsfs.h fs/conf.c fs/conf.h \
+	lockd/log.c lockd/log.h
+fs_wsfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIH_CFLAGS) \
+	$(UUID_CFLAGS)
+fs_wsfs_LDADD = $(FUSE_LIBS) $(URING_LIBS) $(INIH_LIBS) $(UUID_LIBS) -lpthread

@@ -1,0 +1,4 @@
+/* wsfs private header: see the module banners below. */
+#ifndef WSFS_H
+#define WSFS_H
+#endif

@@ -1,0 +1,1 @@
+# wslockd, its protocol and the client library libwslock.

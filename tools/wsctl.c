@@ -1,0 +1,72 @@
+/*
+ * wsctl entry point: global options and the subcommand table. Adding a
+ * subcommand is one function in its own cmd-*.c and one row here.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "wsctl.h"
+
+static const struct wsctl_cmd wsctl_cmds[] = {
+	{ NULL, NULL, NULL, NULL }
+};
+
+static void
+wsctl_help(FILE *f)
+{
+	const struct wsctl_cmd	*c;
+
+	fprintf(f, "usage: wsctl [--version] [--help] COMMAND [ARGS]\n\n"
+	    "commands:\n");
+	for (c = wsctl_cmds; c->name != NULL; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fprintf(f, "\nRun 'wsctl COMMAND --help' for a command's options.\n");
+}
+
+int
+wsctl_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list	ap;
+
+	fprintf(stderr, "wsctl%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'wsctl %s%s--help'.\n", cmd ? cmd : "",
+	    cmd ? " " : "");
+	return WSCTL_EXIT_USAGE;
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct wsctl_cmd	*c;
+
+	log_open("wsctl", LOG_TO_STDERR, 0);
+	if (argc < 2)
+		return wsctl_usage_error(NULL, "missing command");
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		wsctl_help(stdout);
+		return WSCTL_EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("wsctl %s\n", PACKAGE_VERSION);
+		return WSCTL_EXIT_OK;
+	}
+	for (c = wsctl_cmds; c->name != NULL; c++) {
+		if (strcmp(c->name, argv[1]) != 0)
+			continue;
+		if (argc > 2 && strcmp(argv[2], "--help") == 0) {
+			printf("usage: wsctl %s %s\n\n%s\n", c->name, c->usage,
+			    c->summary);
+			return WSCTL_EXIT_OK;
+		}
+		return c->exec(argc - 1, argv + 1);
+	}
+	return wsctl_usage_error(NULL, "unknown command '%s'", argv[1]);
+}

@@ -1,0 +1,25 @@
+/*
+ * wsctl: the admin and task-runner tool. Each subcommand lives in its own
+ * cmd-*.c file and is one row of the table in wsctl.c.
+ */
+#ifndef WSCTL_H
+#define WSCTL_H
+
+struct wsctl_cmd {
+	const char	*name;
+	const char	*usage;		/* one line, without "wsctl NAME" */
+	const char	*summary;
+	/* argv[0] is the subcommand name; returns the process exit status. */
+	int		(*exec)(int argc, char **argv);
+};
+
+/* Exit statuses shared by every subcommand. */
+#define WSCTL_EXIT_OK		0
+#define WSCTL_EXIT_FAIL		1	/* the operation failed */
+#define WSCTL_EXIT_USAGE	2	/* wrong usage */
+
+/* wsctl.c */
+int	wsctl_usage_error(const char *cmd, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+
+#endif
