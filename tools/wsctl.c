@@ -13,6 +13,9 @@
 #include "wsctl.h"
 
 static const struct wsctl_cmd wsctl_cmds[] = {
+	{ "workspace", "create SOURCE/NAME [--owner USER] | rm SOURCE/NAME | "
+	    "list SOURCE [--json]", "create, remove and list workspaces",
+	    cmd_workspace },
 	{ NULL, NULL, NULL, NULL }
 };
 

@@ -22,4 +22,7 @@ struct wsctl_cmd {
 int	wsctl_usage_error(const char *cmd, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
 
+/* cmd-workspace.c */
+int	cmd_workspace(int, char **);
+
 #endif

@@ -1,0 +1,1246 @@
+/*
+ * wsctl workspace: the admin creates, removes and lists the workspaces of a
+ * SOURCE directory (DESIGN.md, confinement rules 3 and 5). A workspace is a
+ * top-level directory of SOURCE; one made by wsctl has a marker file
+ * SOURCE/.wsfs/workspaces/NAME that records its owner, uid and inode, so
+ * that "rm" removes only what wsctl made, never a stray directory that
+ * someone else put there. Names starting with '.' at the top of SOURCE are
+ * metadata and are never shown by wsfs.
+ *
+ * Every filesystem call is relative to a directory fd of SOURCE opened with
+ * O_NOFOLLOW and never follows a symlink. Creates and removals of one SOURCE
+ * are serialised by a lock file (flock, which the Linux NFS client maps to a
+ * POSIX lock on the server), so two admins cannot hand out one uid twice.
+ */
+#include "config.h"
+
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "wsctl.h"
+
+#define WS_META_DIR	".wsfs"
+#define WS_MARKER_DIR	"workspaces"
+#define WS_LOCK_FILE	"workspaces.lock"
+#define WS_MARKER_MAX	4096		/* bytes of one marker file */
+#define WS_OWNER_MAX	64		/* bytes of an owner name */
+#define WS_HANDLE_MAX	128		/* bytes of a file handle */
+
+/* Uids derived for owners without an account (DESIGN.md rule 5). */
+#define WS_UID_MIN	20000
+#define WS_UID_COUNT	40000		/* 20000 .. 59999 */
+
+/* One marker file: what wsctl recorded when it created a workspace. */
+struct ws_marker {
+	char		 owner[WS_OWNER_MAX + 1];
+	uid_t		 uid;
+	gid_t		 gid;
+	int		 account;	/* the owner had an account */
+	mode_t		 mode;
+	dev_t		 dev;
+	ino_t		 ino;
+	char		 handle[2 * WS_HANDLE_MAX + 16]; /* "TYPE:HEX" or "" */
+	time_t		 created;
+};
+
+/* A marker together with the workspace name it belongs to. */
+struct ws_record {
+	char		*name;
+	struct ws_marker m;
+};
+
+/* An opened SOURCE: its fd, the metadata directories and the lock. */
+struct ws_source {
+	const char	*path;
+	int		 fd;
+	struct stat	 st;
+	int		 meta_fd;	/* SOURCE/.wsfs, or -1 */
+	int		 marker_fd;	/* SOURCE/.wsfs/workspaces, or -1 */
+	int		 lock_fd;	/* held with flock(LOCK_EX), or -1 */
+};
+
+static int	ws_create(int, char **);
+static int	ws_rm(int, char **);
+static int	ws_list(int, char **);
+
+static const struct {
+	const char	*name;
+	const char	*usage;
+	int		(*exec)(int, char **);
+} ws_cmds[] = {
+	{ "create",	"create SOURCE/NAME [--owner USER]",	ws_create },
+	{ "rm",		"rm SOURCE/NAME",			ws_rm },
+	{ "list",	"list SOURCE [--json]",			ws_list },
+};
+#define WS_NCMDS (sizeof ws_cmds / sizeof ws_cmds[0])
+
+static void
+ws_source_init(struct ws_source *s)
+{
+	s->path = NULL;
+	s->fd = s->meta_fd = s->marker_fd = s->lock_fd = -1;
+}
+
+static void
+ws_source_close(struct ws_source *s)
+{
+	if (s->lock_fd != -1)
+		close(s->lock_fd);
+	if (s->marker_fd != -1)
+		close(s->marker_fd);
+	if (s->meta_fd != -1)
+		close(s->meta_fd);
+	if (s->fd != -1)
+		close(s->fd);
+	ws_source_init(s);
+}
+
+/*
+ * A workspace name is one path component that wsfs shows: not empty, no
+ * '/', not starting with '.' (reserved for metadata), at most NAME_MAX.
+ */
+static const char *
+ws_name_invalid(const char *name)
+{
+	if (*name == '\0')
+		return "the workspace name is empty";
+	if (strchr(name, '/') != NULL)
+		return "the workspace name must be one path component";
+	if (*name == '.')
+		return "names starting with '.' are reserved for metadata";
+	if (strlen(name) > NAME_MAX)
+		return "the workspace name is longer than 255 bytes";
+	return NULL;
+}
+
+/*
+ * An owner name is stored in the marker as one line, so it must not carry
+ * control characters; the rest follows the relaxed useradd(8) rules. All
+ * digits is refused because it would read as a uid.
+ */
+static const char *
+ws_owner_invalid(const char *owner)
+{
+	const unsigned char	*p;
+	int			 digits = 1;
+
+	if (*owner == '\0')
+		return "the owner name is empty";
+	if (strlen(owner) > WS_OWNER_MAX)
+		return "the owner name is longer than 64 bytes";
+	if (*owner == '-')
+		return "the owner name must not start with '-'";
+	for (p = (const unsigned char *)owner; *p != '\0'; p++) {
+		if (*p < 0x21 || *p == 0x7f || *p == ':' || *p == '/' ||
+		    *p == ',' || *p == '=')
+			return "the owner name contains a space, control "
+			    "character, ':', '/', ',' or '='";
+		if (!isdigit(*p))
+			digits = 0;
+	}
+	if (digits)
+		return "the owner name is all digits; give a user name";
+	return NULL;
+}
+
+/*
+ * Split "SOURCE/NAME" into its two parts, in place. Trailing slashes are
+ * dropped as mkdir(1) does; a bare NAME means the current directory.
+ */
+static int
+ws_split(char *arg, const char **source, const char **name)
+{
+	char	*slash;
+	size_t	 len = strlen(arg);
+
+	while (len > 1 && arg[len - 1] == '/')
+		arg[--len] = '\0';
+	if ((slash = strrchr(arg, '/')) == NULL) {
+		*source = ".";
+		*name = arg;
+		return 0;
+	}
+	*name = slash + 1;
+	if (slash == arg)
+		*source = "/";
+	else {
+		*slash = '\0';
+		*source = arg;
+	}
+	return 0;
+}
+
+/* Drop trailing slashes, which would make open(2) follow a symlink. */
+static void
+ws_trim(char *path)
+{
+	size_t	len = strlen(path);
+
+	while (len > 1 && path[len - 1] == '/')
+		path[--len] = '\0';
+}
+
+/*
+ * Open SOURCE and, if present (or create is set), its metadata directories.
+ * Takes the workspace lock when lock is set. Prints why on failure.
+ */
+static int
+ws_source_open(struct ws_source *s, const char *path, int create, int lock)
+{
+	int	r;
+
+	ws_source_init(s);
+	s->path = path;
+	s->fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->fd == -1) {
+		r = -errno;
+		if (errno == ELOOP || errno == ENOTDIR)
+			log_warn("%s: not a directory (a symlink is not "
+			    "followed; give the real path)", path);
+		else
+			log_warn("%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (fstat(s->fd, &s->st) == -1) {
+		r = -errno;
+		log_warn("%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (create && mkdirat(s->fd, WS_META_DIR, 0755) == -1 &&
+	    errno != EEXIST) {
+		r = -errno;
+		log_warn("%s/%s: %s", path, WS_META_DIR, strerror(errno));
+		goto out;
+	}
+	s->meta_fd = openat(s->fd, WS_META_DIR,
+	    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->meta_fd == -1) {
+		if (errno == ENOENT && !create)
+			return 0;	/* nothing was ever created here */
+		r = -errno;
+		log_warn("%s/%s: %s", path, WS_META_DIR, errno == ELOOP ?
+		    "is a symlink, refused" : strerror(errno));
+		goto out;
+	}
+	if (create && mkdirat(s->meta_fd, WS_MARKER_DIR, 0755) == -1 &&
+	    errno != EEXIST) {
+		r = -errno;
+		log_warn("%s/%s/%s: %s", path, WS_META_DIR, WS_MARKER_DIR,
+		    strerror(errno));
+		goto out;
+	}
+	s->marker_fd = openat(s->meta_fd, WS_MARKER_DIR,
+	    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->marker_fd == -1) {
+		if (errno == ENOENT && !create)
+			return 0;
+		r = -errno;
+		log_warn("%s/%s/%s: %s", path, WS_META_DIR, WS_MARKER_DIR,
+		    errno == ELOOP ? "is a symlink, refused" : strerror(errno));
+		goto out;
+	}
+	if (lock) {
+		s->lock_fd = openat(s->meta_fd, WS_LOCK_FILE, O_RDWR | O_CREAT |
+		    O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+		if (s->lock_fd == -1) {
+			r = -errno;
+			log_warn("%s/%s/%s: %s", path, WS_META_DIR,
+			    WS_LOCK_FILE, strerror(errno));
+			goto out;
+		}
+		if (flock(s->lock_fd, LOCK_EX) == -1) {
+			r = -errno;
+			log_warn("%s/%s/%s: lock: %s", path, WS_META_DIR,
+			    WS_LOCK_FILE, strerror(errno));
+			goto out;
+		}
+	}
+	return 0;
+out:
+	ws_source_close(s);
+	return r;
+}
+
+static void
+ws_time_format(time_t t, char *buf, size_t len)
+{
+	struct tm	tm;
+
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, len, "%lld", (long long)t);
+}
+
+static int
+ws_parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char			*end;
+	unsigned long long	 v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* Parse the text of one marker file (key=value lines, '#' comments). */
+static int
+ws_marker_parse(char *text, struct ws_marker *m)
+{
+	struct tm	 tm;
+	char		*line, *next, *eq, *end;
+	uint64_t	 v;
+	int		 have = 0;
+
+	memset(m, 0, sizeof *m);
+	for (line = text; line != NULL && *line != '\0'; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		if (*line == '#' || *line == '\0')
+			continue;
+		if ((eq = strchr(line, '=')) == NULL)
+			return -EINVAL;
+		*eq++ = '\0';
+		if (strcmp(line, "version") == 0) {
+			if (strcmp(eq, "1") != 0)
+				return -EINVAL;
+		} else if (strcmp(line, "owner") == 0) {
+			if (ws_owner_invalid(eq) != NULL &&
+			    strcmp(eq, "root") != 0)
+				return -EINVAL;
+			snprintf(m->owner, sizeof m->owner, "%s", eq);
+			have |= 1;
+		} else if (strcmp(line, "uid") == 0) {
+			if (ws_parse_u64(eq, UINT32_MAX - 1, &v) < 0)
+				return -EINVAL;
+			m->uid = (uid_t)v;
+			have |= 2;
+		} else if (strcmp(line, "gid") == 0) {
+			if (ws_parse_u64(eq, UINT32_MAX - 1, &v) < 0)
+				return -EINVAL;
+			m->gid = (gid_t)v;
+		} else if (strcmp(line, "account") == 0)
+			m->account = strcmp(eq, "yes") == 0;
+		else if (strcmp(line, "mode") == 0) {
+			v = strtoul(eq, &end, 8);
+			if (*eq == '\0' || *end != '\0' || v > 07777)
+				return -EINVAL;
+			m->mode = (mode_t)v;
+		} else if (strcmp(line, "dev") == 0) {
+			if (ws_parse_u64(eq, UINT64_MAX, &v) < 0)
+				return -EINVAL;
+			m->dev = (dev_t)v;
+		} else if (strcmp(line, "ino") == 0) {
+			if (ws_parse_u64(eq, UINT64_MAX, &v) < 0)
+				return -EINVAL;
+			m->ino = (ino_t)v;
+			have |= 4;
+		} else if (strcmp(line, "handle") == 0)
+			snprintf(m->handle, sizeof m->handle, "%s", eq);
+		else if (strcmp(line, "created") == 0) {
+			memset(&tm, 0, sizeof tm);
+			end = strptime(eq, "%Y-%m-%dT%H:%M:%SZ", &tm);
+			if (end == NULL || *end != '\0')
+				return -EINVAL;
+			m->created = timegm(&tm);
+		}
+		/* Unknown keys are kept for newer versions of wsctl. */
+	}
+	return have == 7 ? 0 : -EINVAL;
+}
+
+/*
+ * Read the marker of workspace name. Returns 0, -ENOENT when there is none,
+ * or another -errno (-EINVAL for a damaged marker).
+ */
+static int
+ws_marker_read(struct ws_source *s, const char *name, struct ws_marker *m)
+{
+	struct stat	 st;
+	char		 buf[WS_MARKER_MAX + 1];
+	ssize_t		 n;
+	size_t		 len = 0;
+	int		 fd, r;
+
+	if (s->marker_fd == -1)
+		return -ENOENT;
+	fd = openat(s->marker_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+	    O_NOCTTY | O_CLOEXEC);
+	if (fd == -1)
+		return errno == ELOOP ? -EINVAL : -errno;
+	if (fstat(fd, &st) == -1) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > WS_MARKER_MAX) {
+		r = -EINVAL;
+		goto out;
+	}
+	while (len < WS_MARKER_MAX) {
+		n = read(fd, buf + len, WS_MARKER_MAX - len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	if (memchr(buf, '\0', len) != NULL) {
+		r = -EINVAL;
+		goto out;
+	}
+	r = ws_marker_parse(buf, m);
+out:
+	close(fd);
+	return r;
+}
+
+/* The file handle of an open directory as "TYPE:HEX", or "" if none. */
+static void
+ws_handle_get(int fd, char *out, size_t outlen)
+{
+	union {
+		struct file_handle	fh;
+		char			buf[sizeof(struct file_handle) +
+					    WS_HANDLE_MAX];
+	} u;
+	size_t	i, off;
+	int	mount_id;
+
+	*out = '\0';
+	u.fh.handle_bytes = WS_HANDLE_MAX;
+	if (name_to_handle_at(fd, "", &u.fh, &mount_id, AT_EMPTY_PATH) == -1)
+		return;		/* the filesystem cannot export handles */
+	off = (size_t)snprintf(out, outlen, "%d:", u.fh.handle_type);
+	for (i = 0; i < u.fh.handle_bytes && off + 3 <= outlen; i++)
+		off += (size_t)snprintf(out + off, outlen - off, "%02x",
+		    u.fh.f_handle[i]);
+}
+
+/*
+ * Write the marker of name atomically: a temporary file beside it, synced,
+ * then renamed over it, so a crash never leaves half a marker.
+ */
+static int
+ws_marker_write(struct ws_source *s, const char *name,
+    const struct ws_marker *m)
+{
+	char		 tmp[32], created[64], text[WS_MARKER_MAX];
+	size_t		 len, off = 0;
+	ssize_t		 n;
+	int		 fd, r;
+
+	ws_time_format(m->created, created, sizeof created);
+	len = (size_t)snprintf(text, sizeof text,
+	    "# Created by wsctl workspace create; wsctl workspace rm removes\n"
+	    "# the workspace only while its inode matches this marker.\n"
+	    "version=1\nowner=%s\nuid=%lu\ngid=%lu\naccount=%s\nmode=%04o\n"
+	    "dev=%ju\nino=%ju\nhandle=%s\ncreated=%s\n", m->owner,
+	    (unsigned long)m->uid, (unsigned long)m->gid,
+	    m->account ? "yes" : "no", (unsigned int)m->mode,
+	    (uintmax_t)m->dev, (uintmax_t)m->ino, m->handle, created);
+	if (len >= sizeof text)
+		return -ENAMETOOLONG;
+	snprintf(tmp, sizeof tmp, ".tmp.%08" PRIx32, randombytes_random());
+	fd = openat(s->marker_fd, tmp, O_WRONLY | O_CREAT | O_EXCL |
+	    O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd == -1)
+		return -errno;
+	while (off < len) {
+		n = write(fd, text + off, len - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			r = -errno;
+			goto fail;
+		}
+		off += (size_t)n;
+	}
+	if (fsync(fd) == -1) {
+		r = -errno;
+		goto fail;
+	}
+	close(fd);
+	fd = -1;
+	if (renameat(s->marker_fd, tmp, s->marker_fd, name) == -1) {
+		r = -errno;
+		goto fail;
+	}
+	fsync(s->marker_fd);
+	return 0;
+fail:
+	if (fd != -1)
+		close(fd);
+	unlinkat(s->marker_fd, tmp, 0);
+	return r;
+}
+
+static void
+ws_records_free(struct ws_record *v, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+}
+
+static int
+ws_record_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ws_record *)a)->name,
+	    ((const struct ws_record *)b)->name);
+}
+
+/*
+ * Read every marker of SOURCE, sorted by name. A damaged marker is
+ * reported and makes the whole read fail: uids must not be handed out on
+ * a partial picture.
+ */
+static int
+ws_records_read(struct ws_source *s, struct ws_record **out, size_t *nout)
+{
+	struct ws_record	*v = NULL, *nv;
+	struct dirent		*de;
+	DIR			*d = NULL;
+	size_t			 n = 0, cap = 0;
+	int			 fd, r;
+
+	if (s->marker_fd == -1) {
+		*out = NULL;
+		*nout = 0;
+		return 0;
+	}
+	if ((fd = dup(s->marker_fd)) == -1)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	rewinddir(d);
+	for (;;) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL) {
+			if ((r = -errno) < 0)
+				goto fail;
+			break;
+		}
+		if (de->d_name[0] == '.')
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			if ((nv = reallocarray(v, cap, sizeof *v)) == NULL) {
+				r = -ENOMEM;
+				goto fail;
+			}
+			v = nv;
+		}
+		if ((v[n].name = strdup(de->d_name)) == NULL) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		if ((r = ws_marker_read(s, de->d_name, &v[n].m)) < 0) {
+			log_warn("%s/%s/%s/%s: %s", s->path, WS_META_DIR,
+			    WS_MARKER_DIR, de->d_name, r == -EINVAL ?
+			    "damaged marker; an operator must repair or "
+			    "remove it" : strerror(-r));
+			free(v[n].name);
+			goto fail;
+		}
+		n++;
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(v, n, sizeof *v, ws_record_cmp);
+	*out = v;
+	*nout = n;
+	return 0;
+fail:
+	closedir(d);
+	ws_records_free(v, n);
+	return r;
+}
+
+/*
+ * The uid of an owner without an account, before collisions are resolved:
+ * BLAKE2b-256 (libsodium crypto_generichash, no key) of the owner name, the
+ * first 8 bytes of the digest read as a little-endian integer, modulo 40000,
+ * plus 20000. It is keyless so that every node and every copy of wsctl
+ * derives the same uid; Python's hashlib.blake2b(name, digest_size=32)
+ * gives the same digest.
+ */
+static uid_t
+ws_uid_hash(const char *owner)
+{
+	unsigned char	d[crypto_generichash_BYTES];
+	uint64_t	h = 0;
+	int		i;
+
+	crypto_generichash(d, sizeof d, (const unsigned char *)owner,
+	    strlen(owner), NULL, 0);
+	for (i = 7; i >= 0; i--)
+		h = (h << 8) | d[i];
+	return (uid_t)(WS_UID_MIN + h % WS_UID_COUNT);
+}
+
+/*
+ * A derived uid is free when no marker records it, no account has it and
+ * no top-level entry of SOURCE (a stray directory) is owned by it: any of
+ * those would let someone else into the new workspace.
+ */
+static int
+ws_uid_free(struct ws_source *s, const struct ws_record *rec, size_t nrec,
+    uid_t uid)
+{
+	struct dirent	*de;
+	struct stat	 st;
+	DIR		*d;
+	size_t		 i;
+	int		 fd, taken = 0;
+
+	for (i = 0; i < nrec; i++)
+		if (rec[i].m.uid == uid)
+			return 0;
+	if (getpwuid(uid) != NULL)
+		return 0;
+	if ((fd = dup(s->fd)) == -1)
+		return 0;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return 0;
+	}
+	rewinddir(d);
+	while (!taken && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(s->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    st.st_uid == uid)
+			taken = 1;
+	}
+	closedir(d);
+	return !taken;
+}
+
+/*
+ * Decide the uid and gid of owner into m (DESIGN.md rule 5):
+ * an account gives its uid; an owner without one reuses the uid recorded
+ * for it, or gets a derived one, probing linearly past taken uids. An owner
+ * whose uid is recorded for another owner too, or who is recorded with
+ * several uids, is refused: only an operator can tell which is right.
+ */
+static int
+ws_owner_ids(struct ws_source *s, const struct ws_record *rec, size_t nrec,
+    const char *owner, struct ws_marker *m)
+{
+	struct passwd	*pw, *other;
+	const char	*mine = NULL;
+	uid_t		 uid = 0, h;
+	size_t		 i;
+	uint32_t	 probe;
+	int		 recorded = 0;
+
+	for (i = 0; i < nrec; i++) {
+		if (strcmp(rec[i].m.owner, owner) != 0)
+			continue;
+		if (recorded && rec[i].m.uid != uid) {
+			log_warn("owner '%s' is recorded with uid %lu "
+			    "(workspace '%s') and uid %lu (workspace '%s'); "
+			    "an operator must fix the markers in %s/%s/%s",
+			    owner, (unsigned long)uid, mine,
+			    (unsigned long)rec[i].m.uid, rec[i].name, s->path,
+			    WS_META_DIR, WS_MARKER_DIR);
+			return -EEXIST;
+		}
+		recorded = 1;
+		uid = rec[i].m.uid;
+		mine = rec[i].name;
+	}
+	snprintf(m->owner, sizeof m->owner, "%s", owner);
+	errno = 0;
+	if ((pw = getpwnam(owner)) != NULL) {
+		if (recorded && uid != pw->pw_uid) {
+			log_warn("owner '%s' has uid %lu but is recorded with "
+			    "uid %lu (workspace '%s'); an operator must fix "
+			    "the workspace owner or the account", owner,
+			    (unsigned long)pw->pw_uid, (unsigned long)uid,
+			    mine);
+			return -EEXIST;
+		}
+		m->uid = pw->pw_uid;
+		m->gid = pw->pw_gid;
+		m->account = 1;
+	} else if (errno != 0 && errno != ENOENT && errno != ESRCH) {
+		log_warn("looking up user '%s': %s", owner, strerror(errno));
+		return -errno;
+	} else if (recorded) {
+		if ((other = getpwuid(uid)) != NULL) {
+			log_warn("uid %lu recorded for owner '%s' (workspace "
+			    "'%s') now belongs to the account '%s'; an "
+			    "operator must fix this", (unsigned long)uid,
+			    owner, mine, other->pw_name);
+			return -EEXIST;
+		}
+		m->uid = m->gid = uid;
+	} else {
+		h = ws_uid_hash(owner);
+		for (probe = 0; probe < WS_UID_COUNT; probe++) {
+			uid = WS_UID_MIN +
+			    (h - WS_UID_MIN + probe) % WS_UID_COUNT;
+			if (ws_uid_free(s, rec, nrec, uid))
+				break;
+		}
+		if (probe == WS_UID_COUNT) {
+			log_warn("no free uid left in %d-%d for owner '%s'",
+			    WS_UID_MIN, WS_UID_MIN + WS_UID_COUNT - 1, owner);
+			return -ENOSPC;
+		}
+		if (probe != 0)
+			log_info("uid %lu of owner '%s' is taken; using uid "
+			    "%lu", (unsigned long)h, owner,
+			    (unsigned long)uid);
+		m->uid = m->gid = uid;
+	}
+	for (i = 0; i < nrec; i++) {
+		if (rec[i].m.uid == m->uid && strcmp(rec[i].m.owner, owner)) {
+			log_warn("uid %lu of owner '%s' is recorded for owner "
+			    "'%s' too (workspace '%s'); refusing to share it, "
+			    "an operator must fix the markers in %s/%s/%s",
+			    (unsigned long)m->uid, owner, rec[i].m.owner,
+			    rec[i].name, s->path, WS_META_DIR, WS_MARKER_DIR);
+			return -EEXIST;
+		}
+	}
+	return 0;
+}
+
+/* Parse the options of one workspace subcommand: --owner and --json. */
+static int
+ws_getopt(int argc, char **argv, const char *cmd, int allow_owner,
+    int allow_json, const char **owner, int *json)
+{
+	static const struct option opts[] = {
+		{ "owner",	required_argument,	NULL, 'o' },
+		{ "json",	no_argument,		NULL, 'j' },
+		{ "help",	no_argument,		NULL, 'h' },
+		{ NULL,		0,			NULL, 0 },
+	};
+	size_t	i;
+	int	c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			if (!allow_owner)
+				goto bad;
+			*owner = optarg;
+			break;
+		case 'j':
+			if (!allow_json)
+				goto bad;
+			*json = 1;
+			break;
+		case 'h':
+			for (i = 0; i < WS_NCMDS; i++)
+				if (strcmp(ws_cmds[i].name, cmd) == 0)
+					printf("usage: wsctl workspace %s\n",
+					    ws_cmds[i].usage);
+			return 1;
+		case ':':
+			wsctl_usage_error("workspace", "%s: option '%s' needs "
+			    "a value", cmd, argv[optind - 1]);
+			return -1;
+		default:
+			goto bad;
+		}
+	}
+	return 0;
+bad:
+	wsctl_usage_error("workspace", "%s: unknown option '%s'", cmd,
+	    argv[optind - 1]);
+	return -1;
+}
+
+/* wsctl workspace create SOURCE/NAME [--owner USER] */
+static int
+ws_create(int argc, char **argv)
+{
+	struct ws_source	 s;
+	struct ws_record	*rec = NULL;
+	struct ws_marker	 m, old;
+	struct stat		 st;
+	const char		*owner = NULL, *source, *name, *why;
+	size_t			 nrec = 0;
+	int			 json = 0, dfd = -1, made = 0, marked = 0;
+	int			 r, ret = WSCTL_EXIT_FAIL;
+
+	ws_source_init(&s);
+	if ((r = ws_getopt(argc, argv, "create", 1, 0, &owner, &json)) != 0)
+		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	if (argc - optind != 1)
+		return wsctl_usage_error("workspace", "create: expected one "
+		    "SOURCE/NAME");
+	ws_split(argv[optind], &source, &name);
+	if ((why = ws_name_invalid(name)) != NULL)
+		return wsctl_usage_error("workspace", "create: '%s': %s",
+		    name, why);
+	if (owner != NULL && (why = ws_owner_invalid(owner)) != NULL)
+		return wsctl_usage_error("workspace", "create: owner '%s': %s",
+		    owner, why);
+
+	if (ws_source_open(&s, source, 1, 1) < 0)
+		goto out;
+	if (ws_records_read(&s, &rec, &nrec) < 0)
+		goto out;
+	memset(&m, 0, sizeof m);
+	if (ws_owner_ids(&s, rec, nrec, owner != NULL ? owner : "root",
+	    &m) < 0)
+		goto out;
+	m.mode = owner != NULL ? 0700 : 0755;
+	m.created = time(NULL);
+
+	if (fstatat(s.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		log_warn("%s/%s already exists%s; refused", source, name,
+		    S_ISLNK(st.st_mode) ? " as a symlink" :
+		    S_ISDIR(st.st_mode) ? "" : " and is not a directory");
+		goto out;
+	}
+	if (errno != ENOENT) {
+		log_warn("%s/%s: %s", source, name, strerror(errno));
+		goto out;
+	}
+	if ((r = ws_marker_read(&s, name, &old)) != -ENOENT)
+		log_warn("%s/%s: replacing the stale marker of a workspace "
+		    "that no longer exists", source, name);
+
+	/*
+	 * Made root-only first, so nobody can enter it before the marker
+	 * says whose it is; handed to its owner last, through the fd.
+	 */
+	if (mkdirat(s.fd, name, 0700) == -1) {
+		log_warn("%s/%s: %s", source, name, strerror(errno));
+		goto out;
+	}
+	made = 1;
+	dfd = openat(s.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+	if (dfd == -1 || fstat(dfd, &st) == -1) {
+		log_warn("%s/%s: %s", source, name, strerror(errno));
+		goto out;
+	}
+	m.dev = st.st_dev;
+	m.ino = st.st_ino;
+	ws_handle_get(dfd, m.handle, sizeof m.handle);
+	if ((r = ws_marker_write(&s, name, &m)) < 0) {
+		log_warn("%s/%s/%s/%s: %s", source, WS_META_DIR, WS_MARKER_DIR,
+		    name, strerror(-r));
+		goto out;
+	}
+	marked = 1;
+	if (fchown(dfd, m.uid, m.gid) == -1 || fchmod(dfd, m.mode) == -1) {
+		log_warn("%s/%s: %s", source, name, strerror(errno));
+		goto out;
+	}
+	printf("%s/%s owner %s uid %lu mode %04o\n", source, name, m.owner,
+	    (unsigned long)m.uid, (unsigned int)m.mode);
+	made = marked = 0;
+	ret = WSCTL_EXIT_OK;
+out:
+	if (marked)
+		unlinkat(s.marker_fd, name, 0);
+	if (made)
+		unlinkat(s.fd, name, AT_REMOVEDIR);	/* still empty */
+	if (dfd != -1)
+		close(dfd);
+	ws_records_free(rec, nrec);
+	ws_source_close(&s);
+	return ret;
+}
+
+/*
+ * Check that the directory name of SOURCE is the one its marker records:
+ * a directory, on SOURCE's filesystem (not a mount on top of it), with the
+ * recorded inode and, where the filesystem has them, the recorded file
+ * handle (which carries the inode generation, so a reused inode number does
+ * not match). st_dev itself is not compared with the marker: on NFS it is
+ * assigned per mount and changes across remounts and nodes.
+ */
+static int
+ws_check_inode(struct ws_source *s, const char *name,
+    const struct ws_marker *m, struct stat *st)
+{
+	char	handle[sizeof m->handle];
+	int	fd, r = 0;
+
+	fd = openat(s->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+	if (fd == -1) {
+		r = -errno;
+		if (errno == ELOOP || errno == ENOTDIR)
+			log_warn("%s/%s is not a directory (a symlink or "
+			    "file took its place); not removed", s->path, name);
+		else if (errno != ENOENT)
+			log_warn("%s/%s: %s", s->path, name, strerror(errno));
+		return r;
+	}
+	if (fstat(fd, st) == -1) {
+		r = -errno;
+		log_warn("%s/%s: %s", s->path, name, strerror(errno));
+		goto out;
+	}
+	if (st->st_dev != s->st.st_dev) {
+		log_warn("%s/%s is another filesystem mounted on the "
+		    "workspace; not removed", s->path, name);
+		r = -EXDEV;
+		goto out;
+	}
+	ws_handle_get(fd, handle, sizeof handle);
+	if (st->st_ino != m->ino || (m->handle[0] != '\0' &&
+	    handle[0] != '\0' && strcmp(handle, m->handle) != 0)) {
+		log_warn("%s/%s is not the directory wsctl created (inode "
+		    "%ju, marker records %ju); not removed", s->path, name,
+		    (uintmax_t)st->st_ino, (uintmax_t)m->ino);
+		r = -ESTALE;
+	}
+out:
+	close(fd);
+	return r;
+}
+
+/*
+ * Interim: the removal goes through the sweeper's safe deletion
+ * (fs/sweep.c), which is not in the tree yet; until then rm refuses.
+ */
+static int
+ws_remove_tree(struct ws_source *s, const char *name, const struct stat *st)
+{
+	return -ENOSYS;
+}
+
+/* wsctl workspace rm SOURCE/NAME */
+static int
+ws_rm(int argc, char **argv)
+{
+	struct ws_source	 s;
+	struct ws_marker	 m;
+	struct stat		 st;
+	const char		*source, *name, *why, *owner = NULL;
+	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
+
+	ws_source_init(&s);
+	if ((r = ws_getopt(argc, argv, "rm", 0, 0, &owner, &json)) != 0)
+		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	if (argc - optind != 1)
+		return wsctl_usage_error("workspace", "rm: expected one "
+		    "SOURCE/NAME");
+	ws_split(argv[optind], &source, &name);
+	if ((why = ws_name_invalid(name)) != NULL)
+		return wsctl_usage_error("workspace", "rm: '%s': %s", name,
+		    why);
+
+	if (ws_source_open(&s, source, 0, 1) < 0)
+		goto out;
+	if ((r = ws_marker_read(&s, name, &m)) < 0) {
+		if (r == -ENOENT)
+			log_warn("%s/%s was not created by wsctl (no marker "
+			    "in %s/%s/%s); not removed", source, name, source,
+			    WS_META_DIR, WS_MARKER_DIR);
+		else
+			log_warn("%s/%s/%s/%s: %s", source, WS_META_DIR,
+			    WS_MARKER_DIR, name, r == -EINVAL ?
+			    "damaged marker; not removed" : strerror(-r));
+		goto out;
+	}
+	if ((r = ws_check_inode(&s, name, &m, &st)) < 0) {
+		if (r != -ENOENT)
+			goto out;
+		log_warn("%s/%s was already gone; removing its marker",
+		    source, name);
+	} else if ((r = ws_remove_tree(&s, name, &st)) < 0) {
+		log_warn("%s/%s: removal failed: %s", source, name,
+		    strerror(-r));
+		goto out;
+	}
+	/* The marker goes last: a crash before this leaves a stale marker
+	 * that the next rm (or create of the same name) cleans up. */
+	if (unlinkat(s.marker_fd, name, 0) == -1) {
+		log_warn("%s/%s/%s/%s: %s", source, WS_META_DIR, WS_MARKER_DIR,
+		    name, strerror(errno));
+		goto out;
+	}
+	fsync(s.marker_fd);
+	ret = WSCTL_EXIT_OK;
+out:
+	ws_source_close(&s);
+	return ret;
+}
+
+/* Print s as a JSON string; bytes that are not UTF-8 become U+FFFD. */
+static void
+ws_json_str(FILE *f, const char *str)
+{
+	const unsigned char	*p = (const unsigned char *)str;
+	int			 n, i;
+
+	fputc('"', f);
+	while (*p != '\0') {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p++);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\u%04x", *p++);
+		else if (*p < 0x80)
+			fputc(*p++, f);
+		else {
+			n = (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 1 :
+			    (*p & 0xf0) == 0xe0 ? 2 :
+			    (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 3 : 0;
+			for (i = 1; i <= n; i++)
+				if ((p[i] & 0xc0) != 0x80)
+					n = 0;
+			if (n == 0) {
+				fputs("\\ufffd", f);
+				p++;
+			} else {
+				fwrite(p, 1, (size_t)n + 1, f);
+				p += n + 1;
+			}
+		}
+	}
+	fputc('"', f);
+}
+
+/* One row of "workspace list". */
+struct ws_row {
+	char		*name;
+	char		 owner[WS_OWNER_MAX + 1];
+	unsigned long	 uid;
+	int		 have_dir;
+	mode_t		 mode;
+	time_t		 created;	/* 0: unknown */
+	int		 marker;
+	const char	*state;
+};
+
+static int
+ws_row_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ws_row *)a)->name,
+	    ((const struct ws_row *)b)->name);
+}
+
+/*
+ * The state of a top-level directory: "ok" (wsctl made it and the inode
+ * matches), "stray" (no marker: never removed by rm), "missing" (a marker
+ * whose directory is gone) or "replaced" (a marker whose directory is now
+ * another inode or not a directory).
+ */
+static int
+ws_list(int argc, char **argv)
+{
+	struct ws_source	 s;
+	struct ws_record	*rec = NULL;
+	struct ws_row		*rows = NULL, *nr, *row;
+	struct dirent		*de;
+	struct passwd		*pw;
+	struct stat		 st;
+	DIR			*d = NULL;
+	const char		*owner = NULL;
+	char			 created[64], mode[8];
+	size_t			 nrec = 0, nrows = 0, cap = 0, i, j;
+	int			 json = 0, fd, r, ret = WSCTL_EXIT_FAIL;
+
+	ws_source_init(&s);
+	if ((r = ws_getopt(argc, argv, "list", 0, 1, &owner, &json)) != 0)
+		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	if (argc - optind != 1)
+		return wsctl_usage_error("workspace", "list: expected one "
+		    "SOURCE");
+	ws_trim(argv[optind]);
+	if (ws_source_open(&s, argv[optind], 0, 0) < 0)
+		goto out;
+	if (ws_records_read(&s, &rec, &nrec) < 0)
+		goto out;
+
+	if ((fd = dup(s.fd)) == -1 || (d = fdopendir(fd)) == NULL) {
+		log_warn("%s: %s", s.path, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		goto out;
+	}
+	rewinddir(d);
+	for (;;) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL) {
+			if (errno != 0) {
+				log_warn("%s: %s", s.path, strerror(errno));
+				goto out;
+			}
+			break;
+		}
+		if (de->d_name[0] == '.')
+			continue;	/* metadata, never a workspace */
+		if (fstatat(s.fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1 ||
+		    !S_ISDIR(st.st_mode))
+			continue;	/* wsfs shows only directories */
+		if (nrows == cap) {
+			cap = cap ? cap * 2 : 16;
+			if ((nr = reallocarray(rows, cap, sizeof *rows)) ==
+			    NULL)
+				fatalx("out of memory");
+			rows = nr;
+		}
+		row = &rows[nrows];
+		memset(row, 0, sizeof *row);
+		if ((row->name = strdup(de->d_name)) == NULL)
+			fatalx("out of memory");
+		nrows++;
+		row->have_dir = 1;
+		row->uid = st.st_uid;
+		row->mode = st.st_mode & 07777;
+		row->state = "stray";
+		if ((pw = getpwuid(st.st_uid)) != NULL)
+			snprintf(row->owner, sizeof row->owner, "%s",
+			    pw->pw_name);
+		else
+			snprintf(row->owner, sizeof row->owner, "-");
+		for (i = 0; i < nrec; i++) {
+			if (strcmp(rec[i].name, row->name) != 0)
+				continue;
+			row->marker = 1;
+			row->created = rec[i].m.created;
+			snprintf(row->owner, sizeof row->owner, "%s",
+			    rec[i].m.owner);
+			row->state = st.st_ino == rec[i].m.ino &&
+			    st.st_dev == s.st.st_dev ? "ok" : "replaced";
+		}
+	}
+	/* Markers whose directory is gone (or is no directory any more). */
+	for (i = 0; i < nrec; i++) {
+		for (j = 0; j < nrows; j++)
+			if (strcmp(rows[j].name, rec[i].name) == 0)
+				break;
+		if (j < nrows)
+			continue;
+		if (nrows == cap) {
+			cap = cap ? cap * 2 : 16;
+			if ((nr = reallocarray(rows, cap, sizeof *rows)) ==
+			    NULL)
+				fatalx("out of memory");
+			rows = nr;
+		}
+		row = &rows[nrows++];
+		memset(row, 0, sizeof *row);
+		if ((row->name = strdup(rec[i].name)) == NULL)
+			fatalx("out of memory");
+		snprintf(row->owner, sizeof row->owner, "%s", rec[i].m.owner);
+		row->uid = rec[i].m.uid;
+		row->marker = 1;
+		row->created = rec[i].m.created;
+		row->state = fstatat(s.fd, rec[i].name, &st,
+		    AT_SYMLINK_NOFOLLOW) == -1 ? "missing" : "replaced";
+	}
+	if (nrows > 1)
+		qsort(rows, nrows, sizeof *rows, ws_row_cmp);
+
+	if (json)
+		printf("[");
+	else
+		printf("%-24s %-16s %7s %5s %-20s %-6s %s\n", "NAME", "OWNER",
+		    "UID", "MODE", "CREATED", "MARKER", "STATE");
+	for (i = 0; i < nrows; i++) {
+		row = &rows[i];
+		if (row->created != 0)
+			ws_time_format(row->created, created, sizeof created);
+		else
+			snprintf(created, sizeof created, "-");
+		if (row->have_dir)
+			snprintf(mode, sizeof mode, "%04o",
+			    (unsigned int)row->mode);
+		else
+			snprintf(mode, sizeof mode, "-");
+		if (!json) {
+			printf("%-24s %-16s %7lu %5s %-20s %-6s %s\n",
+			    row->name, row->owner, row->uid, mode, created,
+			    row->marker ? "yes" : "no", row->state);
+			continue;
+		}
+		printf("%s\n  {\"name\": ", i ? "," : "");
+		ws_json_str(stdout, row->name);
+		printf(", \"owner\": ");
+		ws_json_str(stdout, row->owner);
+		printf(", \"uid\": %lu, \"mode\": ", row->uid);
+		if (row->have_dir)
+			printf("\"%s\"", mode);
+		else
+			printf("null");
+		printf(", \"created\": ");
+		if (row->created != 0)
+			printf("\"%s\"", created);
+		else
+			printf("null");
+		printf(", \"marker\": %s, \"state\": \"%s\"}",
+		    row->marker ? "true" : "false", row->state);
+	}
+	if (json)
+		printf("%s]\n", nrows ? "\n" : "");
+	if (fflush(stdout) == EOF) {
+		log_warn("stdout: %s", strerror(errno));
+		goto out;
+	}
+	ret = WSCTL_EXIT_OK;
+out:
+	if (d != NULL)
+		closedir(d);
+	for (i = 0; i < nrows; i++)
+		free(rows[i].name);
+	free(rows);
+	ws_records_free(rec, nrec);
+	ws_source_close(&s);
+	return ret;
+}
+
+int
+cmd_workspace(int argc, char **argv)
+{
+	size_t	i;
+
+	if (sodium_init() < 0)
+		fatalx("libsodium failed to initialise");
+	if (argc < 2)
+		return wsctl_usage_error("workspace", "missing subcommand "
+		    "(create, rm or list)");
+	for (i = 0; i < WS_NCMDS; i++)
+		if (strcmp(ws_cmds[i].name, argv[1]) == 0)
+			return ws_cmds[i].exec(argc - 1, argv + 1);
+	return wsctl_usage_error("workspace", "unknown subcommand '%s'",
+	    argv[1]);
+}
