@@ -1,0 +1,511 @@
+"""Test harness shared by the pytest suites of wsfs.
+
+Starts real wsfs mounts as child processes, waits for the kernel to show
+them, and takes them down again (also when a test fails), so that a test
+only says what it checks. Also runs code as another user (permission tests
+must not run as root) and compares an operation on the mount with the same
+operation on a native directory, which is the reference for "behaves like a
+local filesystem".
+
+Environment: WSFS_BUILDDIR (build tree, binaries below it) and WSFS_SRCDIR
+(source tree); both default to the tree this file lives in.
+"""
+import ctypes
+import ctypes.util
+import errno
+import os
+import pickle
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+SRCDIR = os.environ.get("WSFS_SRCDIR") or os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))
+BUILDDIR = os.environ.get("WSFS_BUILDDIR") or SRCDIR
+WSFS = os.path.join(BUILDDIR, "fs", "wsfs")
+WSLOCKD = os.path.join(BUILDDIR, "lockd", "wslockd")
+WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
+PYTHON = "/usr/bin/python3"
+
+# An unprivileged user for permission tests. Root bypasses most checks, so
+# those tests run as this uid; it need not exist in /etc/passwd.
+USER_UID = 1000
+USER_GID = 1000
+
+MOUNT_TIMEOUT = 15.0
+
+
+class MountError(Exception):
+    pass
+
+
+def mountinfo(path):
+    """The /proc/self/mountinfo entry of mount point path, as a dict with
+    fstype, source, mount options and super options; None if path is not a
+    mount point. The last entry wins (mounts stack)."""
+    path = os.path.realpath(path)
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            mnt = fields[4].encode().decode("unicode_escape")
+            if mnt != path:
+                continue
+            rfields = right.split()
+            found = {
+                "mountpoint": mnt,
+                "opts": set(fields[5].split(",")),
+                "fstype": rfields[0],
+                "source": rfields[1],
+                "superopts": set(rfields[2].split(",")) if len(rfields) > 2
+                else set(),
+            }
+    return found
+
+
+def is_wsfs_mount(path):
+    mi = mountinfo(path)
+    return mi is not None and mi["fstype"] == "fuse.wsfs"
+
+
+def _abort_connection(mnt):
+    """Abort the FUSE connection of mnt through fusectl, if mounted: the
+    last resort for a daemon that no longer answers."""
+    try:
+        dev = os.stat(mnt).st_dev
+    except OSError:
+        return
+    p = f"/sys/fs/fuse/connections/{os.minor(dev)}/abort"
+    try:
+        with open(p, "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+
+
+def unmount(mnt, timeout=10.0):
+    """Unmount mnt: fusermount3 -u, then umount -l as the last resort.
+    Returns True if nothing is mounted on mnt afterwards."""
+    if mountinfo(mnt) is None:
+        return True
+    for cmd in (["fusermount3", "-u", mnt], ["umount", mnt],
+                ["umount", "-l", mnt]):
+        try:
+            subprocess.run(cmd, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _abort_connection(mnt)
+        if mountinfo(mnt) is None:
+            return True
+    return mountinfo(mnt) is None
+
+
+def wait_mounted(mnt, proc, log, timeout=MOUNT_TIMEOUT):
+    """Wait until mnt is a fuse.wsfs mount. Fails fast, with the daemon's
+    log, if the process exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if is_wsfs_mount(mnt):
+            return
+        if proc is not None and proc.poll() is not None:
+            raise MountError(
+                f"wsfs exited with status {proc.returncode} before "
+                f"mounting {mnt}; log:\n{read_log(log)}")
+        time.sleep(0.02)
+    raise MountError(f"{mnt} not mounted after {timeout}s; "
+                     f"mountinfo: {mountinfo(mnt)}; log:\n{read_log(log)}")
+
+
+def read_log(path, limit=20000):
+    try:
+        with open(path, errors="replace") as f:
+            data = f.read()
+    except OSError as e:
+        return f"(no log: {e})"
+    if len(data) > limit:
+        data = "...\n" + data[-limit:]
+    return data
+
+
+def make_base(prefix="wsfs-test-"):
+    """A temp dir reachable by the unprivileged test user."""
+    base = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(base, 0o755)
+    return base
+
+
+class Mount:
+    """A wsfs mount for one test.
+
+        with Mount(workspaces=("ws1", "ws2"), opts={"uring": "off"}) as m:
+            open(m.path("ws1", "f"), "w")     # through the mount
+            os.lstat(m.src("ws1", "f"))       # on the backing store
+
+    SOURCE is created in a fresh temp dir (base) with the given workspaces
+    (mode 0755, owned by root); the mount point is base/mnt. A config file
+    (base/wsfs.conf, empty unless config= is given) is always passed so
+    that the host's /etc/wsfs/wsfs.conf cannot change the test. wrapper is
+    a command prefix (e.g. ["prlimit", "--nofile=4096:4096"]). stderr of
+    the daemon goes to base/wsfs.log.
+    """
+
+    def __init__(self, workspaces=("ws1", "ws2"), opts=None, config=None,
+                 wrapper=None, extra_args=None, source=None, debug=False,
+                 timeout=MOUNT_TIMEOUT, base=None, keep_base=False):
+        self.workspaces = tuple(workspaces)
+        self.opts = dict(opts or {})
+        self.config_text = config
+        self.wrapper = list(wrapper or [])
+        self.extra_args = list(extra_args or [])
+        self.timeout = timeout
+        self.debug = debug
+        self.proc = None
+        self.base = base
+        self.own_base = base is None
+        self.keep_base = keep_base
+        self._source = source
+        self.logf = None
+
+    # paths
+    def path(self, *parts):
+        return os.path.join(self.mnt, *parts)
+
+    def src(self, *parts):
+        return os.path.join(self.source, *parts)
+
+    def log(self):
+        return read_log(self.logpath)
+
+    def argv(self):
+        opts = dict(self.opts)
+        opts.setdefault("config", self.confpath)
+        o = ",".join(k if v is None else f"{k}={v}" for k, v in opts.items())
+        argv = self.wrapper + [WSFS, "-f"]
+        if self.debug:
+            argv.append("-d")
+        argv += self.extra_args + ["-o", o, self.source, self.mnt]
+        return argv
+
+    def start(self):
+        if not os.access(WSFS, os.X_OK):
+            raise MountError(f"{WSFS} not built (WSFS_BUILDDIR={BUILDDIR})")
+        if self.base is None:
+            self.base = make_base()
+        self.source = self._source or os.path.join(self.base, "src")
+        self.mnt = os.path.join(self.base, "mnt")
+        self.logpath = os.path.join(self.base, "wsfs.log")
+        self.confpath = os.path.join(self.base, "wsfs.conf")
+        os.makedirs(self.source, exist_ok=True)
+        os.chmod(self.source, 0o755)
+        os.makedirs(self.mnt, exist_ok=True)
+        for ws in self.workspaces:
+            os.makedirs(self.src(ws), exist_ok=True)
+            os.chmod(self.src(ws), 0o755)
+        with open(self.confpath, "w") as f:
+            f.write(self.config_text or "")
+        self.logf = open(self.logpath, "ab")
+        self.proc = subprocess.Popen(
+            self.argv(), stdin=subprocess.DEVNULL, stdout=self.logf,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_mounted(self.mnt, self.proc, self.logpath, self.timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self):
+        """Unmount, reap the daemon, remove the temp dirs. Returns the
+        daemon's exit status (None if it had to be killed)."""
+        status = None
+        errors = []
+        if self.mnt and not unmount(self.mnt):
+            errors.append(f"could not unmount {self.mnt}")
+        if self.proc is not None:
+            try:
+                status = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                errors.append(f"wsfs pid {self.proc.pid} did not exit "
+                              "after unmount; killed")
+                for sig in (signal.SIGTERM, signal.SIGKILL):
+                    try:
+                        os.kill(self.proc.pid, sig)
+                    except ProcessLookupError:
+                        break
+                    try:
+                        self.proc.wait(timeout=5)
+                        break
+                    except subprocess.TimeoutExpired:
+                        continue
+                unmount(self.mnt)
+        if self.logf:
+            self.logf.close()
+            self.logf = None
+        if self.own_base and self.base and not self.keep_base:
+            # Never remove anything while a mount is still on the tree:
+            # rmtree would walk into it.
+            if self.mnt and mountinfo(self.mnt) is None:
+                shutil.rmtree(self.base, ignore_errors=True)
+            else:
+                errors.append(f"left {self.base} in place (still mounted)")
+        self.proc = None
+        if errors:
+            raise MountError("; ".join(errors))
+        return status
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, et, ev, tb):
+        try:
+            self.stop()
+        except MountError:
+            if et is None:
+                raise
+        return False
+
+
+def run_wsfs(args, timeout=15, **kw):
+    """Run wsfs to completion (for option errors): CompletedProcess with
+    stdout+stderr in .stdout."""
+    return subprocess.run([WSFS] + list(args), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout, **kw)
+
+
+# --- running as another user -------------------------------------------
+
+def setpriv_argv(uid, gid, groups=None):
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
+    if groups:
+        argv.append("--groups=" + ",".join(str(g) for g in groups))
+    else:
+        argv.append("--clear-groups")
+    return argv
+
+
+def as_user(uid, gid, cmd, groups=None, check=False, timeout=120, **kw):
+    """Run cmd (argv list) as uid/gid with the given supplementary groups
+    (none by default). Returns a CompletedProcess with text output."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    return subprocess.run(setpriv_argv(uid, gid, groups) + list(cmd),
+                          text=True, check=check, timeout=timeout, **kw)
+
+
+def run_py_as(uid, gid, code, groups=None, cwd=None, timeout=120):
+    """Run a python snippet as uid/gid in a fresh interpreter."""
+    return as_user(uid, gid, [PYTHON, "-c", code], groups=groups, cwd=cwd,
+                   timeout=timeout)
+
+
+def call_as(uid, gid, fn, *args, groups=(), umask=None, **kwargs):
+    """Call fn(*args, **kwargs) in a forked child running as uid/gid with
+    supplementary groups; return its (picklable) result. An OSError in the
+    child is raised here with the same errno, so pytest.raises and errno
+    comparisons work as if the call had been made here."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            try:
+                if umask is not None:
+                    os.umask(umask)
+                os.setgroups(list(groups))
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)
+                res = ("ok", fn(*args, **kwargs))
+            except OSError as e:
+                res = ("oserror", e.errno, str(e))
+            except BaseException as e:
+                res = ("exc", repr(e))
+            try:
+                data = pickle.dumps(res)
+            except Exception as e:
+                data = pickle.dumps(("exc", f"unpicklable result: {e!r}"))
+            with os.fdopen(w, "wb") as f:
+                f.write(data)
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    res = pickle.loads(data)
+    if res[0] == "ok":
+        return res[1]
+    if res[0] == "oserror":
+        raise OSError(res[1], res[2])
+    raise RuntimeError(f"call_as child failed: {res[1]}")
+
+
+# --- outcomes and comparison with a native directory --------------------
+
+def outcome(fn, *args, **kwargs):
+    """('ok', result) or ('err', 'ENAME') for fn(*args)."""
+    try:
+        return ("ok", fn(*args, **kwargs))
+    except OSError as e:
+        return ("err", errno.errorcode.get(e.errno, str(e.errno)))
+
+
+def errname(e):
+    return errno.errorcode.get(e, str(e))
+
+
+def stat_summary(st, times=False):
+    """The fields of a stat result that must match between two views of the
+    same file."""
+    d = {
+        "type": stat.S_IFMT(st.st_mode),
+        "mode": stat.S_IMODE(st.st_mode),
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "nlink": st.st_nlink,
+    }
+    if not stat.S_ISDIR(st.st_mode):
+        d["size"] = st.st_size
+    if times:
+        d["mtime_ns"] = st.st_mtime_ns
+        d["ctime_ns"] = st.st_ctime_ns
+    return d
+
+
+def tree(root, contents=True):
+    """Everything observable about the tree under root, as a dict keyed by
+    relative path: type, mode, owner, size, nlink, link target, contents,
+    and which names are hard links of one another (by inode)."""
+    out = {}
+    inodes = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            e = stat_summary(st)
+            if stat.S_ISLNK(st.st_mode):
+                e["target"] = os.readlink(p)
+                e.pop("size", None)
+            elif stat.S_ISREG(st.st_mode) and contents:
+                with open(p, "rb") as f:
+                    e["data"] = f.read()
+            if not stat.S_ISDIR(st.st_mode):
+                inodes.setdefault(st.st_ino, []).append(rel)
+            out[rel] = e
+    # Hard-link classes, named by their first member, so that two trees
+    # with different inode numbers still compare.
+    for names in inodes.values():
+        for n in names:
+            out[n]["links"] = tuple(sorted(names))
+    return out
+
+
+# --- syscalls python does not wrap ------------------------------------------
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+AT_FDCWD = -100
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+RENAME_WHITEOUT = 4
+
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+FALLOC_FL_COLLAPSE_RANGE = 0x08
+FALLOC_FL_ZERO_RANGE = 0x10
+FALLOC_FL_INSERT_RANGE = 0x20
+
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p,
+                           ctypes.POINTER(Timespec), ctypes.c_int]
+libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                           ctypes.c_char_p, ctypes.c_uint]
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                           ctypes.c_int64]
+
+
+def _check(ret, what):
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+    return ret
+
+
+def renameat2(old, new, flags=0):
+    return _check(libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD,
+                                 os.fsencode(new), flags), "renameat2")
+
+
+def utimensat(path, atime, mtime, follow=True):
+    """utimensat with each time an int of nanoseconds, UTIME_NOW or
+    UTIME_OMIT (os.utime cannot express UTIME_OMIT)."""
+    def ts(t):
+        if t in (UTIME_NOW, UTIME_OMIT):
+            return Timespec(0, t)
+        return Timespec(t // 10**9, t % 10**9)
+    arr = (Timespec * 2)(ts(atime), ts(mtime))
+    flags = 0 if follow else 0x100  # AT_SYMLINK_NOFOLLOW
+    return _check(libc.utimensat(AT_FDCWD, os.fsencode(path), arr, flags),
+                  "utimensat")
+
+
+def same_on_both(pair, scenario):
+    """Run scenario(root) on the native dir and on the mount; assert the
+    results (use outcome() inside for errnos) are equal; return them."""
+    n, m = pair
+    rn = scenario(n)
+    rm = scenario(m)
+    assert rm == rn, f"mount gave {rm!r}, native gave {rn!r}"
+    return rm
+
+
+def fallocate(fd, mode, offset, length):
+    return _check(libc.fallocate(fd, mode, offset, length), "fallocate")
+
+
+def wait_for(cond, timeout=10.0, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    return cond()
+
+
+def is_root():
+    return os.geteuid() == 0
+
+
+def fuse_available():
+    """None if mount tests can run here, else the reason they cannot."""
+    if not is_root():
+        return "mount tests need root (they mount FUSE and switch users)"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing (no FUSE in this kernel or container)"
+    try:
+        fd = os.open("/dev/fuse", os.O_RDWR)
+        os.close(fd)
+    except OSError as e:
+        return f"cannot open /dev/fuse: {e.strerror}"
+    if shutil.which("fusermount3") is None:
+        return "fusermount3 is missing (install fuse3)"
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit("wsfstest is a library for the pytest suites")
