@@ -1,2 +1,297 @@
+/*
+ * wsfs entry point: reads the configuration and mount options, checks
+ * SOURCE, mounts with the fixed safety options (nosuid, nodev), and runs
+ * the multithreaded FUSE loop until unmounted or signalled.
+ */
 #include "config.h"
-int main(void) { return 0; }
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wsfs.h"
+
+struct wsfs wsfs;
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: wsfs [-f] [-d] [-v] [-o OPTIONS] SOURCE MOUNTPOINT\n"
+	    "       wsfs --help | --version\n\n"
+	    "  -f             stay in the foreground, log to stderr\n"
+	    "  -d             FUSE debug output (implies -f)\n"
+	    "  -v             verbose logging\n"
+	    "  -o OPTIONS     comma-separated options; config=FILE reads FILE\n"
+	    "                 instead of %s\n\n"
+	    "See wsfs(8) and wsfs.conf(5) for every option.\n",
+	    CONF_DEFAULT_PATH);
+}
+
+static noreturn void
+usage_error(const char *reason)
+{
+	fprintf(stderr, "wsfs: %s\nTry 'wsfs --help'.\n", reason);
+	exit(2);
+}
+
+/* Mount options for the kernel or mount(8) rather than for wsfs. */
+static const char *const passthrough_opts[] = {
+	"ro", "rw", "noexec", "exec", "noatime", "atime", "relatime",
+	"strictatime", "nodiratime", "diratime", "sync", "async", "dirsync",
+	"lazytime", "nolazytime", NULL
+};
+static const char *const ignored_opts[] = {
+	"defaults", "auto", "noauto", "nofail", "_netdev", "user", "nouser",
+	"users", "nosuid", "nodev", "suid", "dev", "loop", NULL
+};
+static const char *const ignored_prefixes[] = {
+	"x-", "comment=", "fsname=", "subtype=", NULL
+};
+
+static int
+in_list(const char *const *list, const char *s)
+{
+	for (; *list != NULL; list++)
+		if (strcmp(*list, s) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+has_prefix(const char *const *list, const char *s)
+{
+	for (; *list != NULL; list++)
+		if (strncmp(*list, s, strlen(*list)) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Apply one -o string. Pass 0 picks out config=FILE only; pass 1 applies
+ * everything else on top of the loaded file.
+ */
+static void
+apply_opts(char *opts, int pass, const char **config, char *kopts,
+    size_t klen)
+{
+	char	 err[256], *o, *save = NULL, *val;
+
+	for (o = strtok_r(opts, ",", &save); o != NULL;
+	    o = strtok_r(NULL, ",", &save)) {
+		if ((val = strchr(o, '=')) != NULL)
+			*val++ = '\0';
+		if (strcmp(o, "config") == 0) {
+			if (val == NULL || *val == '\0')
+				usage_error("option 'config' needs a file");
+			if (pass == 0)
+				*config = val;
+			goto next;
+		}
+		if (pass == 0)
+			goto next;
+		if (val == NULL && in_list(passthrough_opts, o)) {
+			strncat(kopts, ",", klen - strlen(kopts) - 1);
+			strncat(kopts, o, klen - strlen(kopts) - 1);
+			goto next;
+		}
+		if (val == NULL && in_list(ignored_opts, o))
+			goto next;
+		if (val != NULL)
+			val[-1] = '=';
+		if (has_prefix(ignored_prefixes, o))
+			goto next;
+		if (val != NULL)
+			val[-1] = '\0';
+		if (conf_set(&wsfs.conf, o, val, err, sizeof err) < 0) {
+			fprintf(stderr, "wsfs: %s\n", err);
+			exit(2);
+		}
+next:
+		if (val != NULL && pass == 0)
+			val[-1] = '=';
+	}
+}
+
+/* Append s to buf with ',' and '\' escaped for libfuse's option parser. */
+static void
+escape_opt(char *buf, size_t len, const char *s)
+{
+	size_t	n = strlen(buf);
+
+	for (; *s != '\0' && n + 3 < len; s++) {
+		if (*s == ',' || *s == '\\')
+			buf[n++] = '\\';
+		buf[n++] = *s;
+	}
+	buf[n] = '\0';
+}
+
+static void
+check_source(int fd)
+{
+	struct stat	st;
+
+	if (fstat(fd, &st) == -1)
+		fatal("stat %s", wsfs.source);
+	wsfs.source_uid = st.st_uid;
+	/*
+	 * Whoever can write the top of SOURCE can plant or swap workspaces;
+	 * that must be the admin's choice, not an accident.
+	 */
+	if (!wsfs.conf.allow_writable_source &&
+	    (st.st_uid != 0 || (st.st_mode & S_IWOTH) ||
+	    ((st.st_mode & S_IWGRP) && st.st_gid != 0)))
+		fatalx("%s is writable by non-root users (owner %u, mode %04o); "
+		    "fix its owner and mode, or mount with "
+		    "-o allow_writable_source", wsfs.source,
+		    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+}
+
+static int
+default_max_fds(void)
+{
+	struct rlimit	rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
+		return 10000;
+	/* Leave room for open files, directories and the daemon itself. */
+	return rl.rlim_cur > 256 ? (int)(rl.rlim_cur / 2) : 64;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct fuse_args	 args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config	*lcfg;
+	const char		*config = CONF_DEFAULT_PATH;
+	char			 err[512], kopts[4096], **optv;
+	int			 c, foreground = 0, debug = 0, verbose = 0;
+	int			 nopt = 0, i, r, explicit_config = 0;
+
+	log_open("wsfs", LOG_TO_STDERR, 0);
+	if ((optv = calloc((size_t)argc + 1, sizeof *optv)) == NULL)
+		fatal("calloc");
+	while ((c = getopt_long(argc, argv, "fdvo:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			foreground = 1;
+			break;
+		case 'd':
+			debug = foreground = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'o':
+			optv[nopt++] = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("wsfs %s (libfuse %s)\n", PACKAGE_VERSION,
+			    fuse_pkgversion());
+			return 0;
+		default:
+			fprintf(stderr, "Try 'wsfs --help'.\n");
+			return 2;
+		}
+	}
+	if (argc - optind != 2)
+		usage_error("expected SOURCE and MOUNTPOINT");
+	wsfs.source = argv[optind];
+	wsfs.mountpoint = argv[optind + 1];
+	log_set_verbose(verbose);
+
+	conf_init(&wsfs.conf);
+	kopts[0] = '\0';
+	for (i = 0; i < nopt; i++)
+		apply_opts(optv[i], 0, &config, kopts, sizeof kopts);
+	explicit_config = strcmp(config, CONF_DEFAULT_PATH) != 0;
+	if (conf_load(&wsfs.conf, config, !explicit_config, err,
+	    sizeof err) < 0) {
+		fprintf(stderr, "wsfs: %s\n", err);
+		return 2;
+	}
+	for (i = 0; i < nopt; i++)
+		apply_opts(optv[i], 1, &config, kopts, sizeof kopts);
+	if (!wsfs.conf.default_permissions && wsfs.conf.allow_other) {
+		fprintf(stderr, "wsfs: default_permissions=no would let every "
+		    "user of the mount act as root; it needs allow_other=no\n");
+		return 2;
+	}
+
+	wsfs.source_fd = open(wsfs.source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (wsfs.source_fd == -1) {
+		fprintf(stderr, "wsfs: source %s: %s\n", wsfs.source,
+		    strerror(errno));
+		return 1;
+	}
+	check_source(wsfs.source_fd);
+	if ((wsfs.proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY |
+	    O_CLOEXEC)) == -1)
+		fatal("open /proc/self/fd (is /proc mounted?)");
+	if (wsfs.conf.max_fds == 0)
+		wsfs.conf.max_fds = default_max_fds();
+	/* Modes from the kernel are already masked with the caller's umask. */
+	umask(0);
+	inode_table_init(wsfs.source_fd, wsfs.conf.max_fds);
+
+	snprintf(err, sizeof err, "-osubtype=wsfs,nosuid,nodev%s%s,fsname=",
+	    wsfs.conf.allow_other ? ",allow_other" : "",
+	    wsfs.conf.default_permissions ? ",default_permissions" : "");
+	escape_opt(err, sizeof err, wsfs.source);
+	strncat(err, kopts, sizeof err - strlen(err) - 1);
+	if (fuse_opt_add_arg(&args, argv[0]) == -1 ||
+	    fuse_opt_add_arg(&args, err) == -1 ||
+	    (debug && fuse_opt_add_arg(&args, "-d") == -1))
+		fatalx("out of memory");
+
+	wsfs.se = fuse_session_new(&args, &wsfs_ops, sizeof wsfs_ops, NULL);
+	if (wsfs.se == NULL)
+		fatalx("could not create the FUSE session");
+	if (fuse_set_signal_handlers(wsfs.se) == -1)
+		fatalx("could not set signal handlers");
+	if (fuse_session_mount(wsfs.se, wsfs.mountpoint) == -1) {
+		fprintf(stderr, "wsfs: could not mount %s on %s\n",
+		    wsfs.source, wsfs.mountpoint);
+		return 1;
+	}
+	if (!foreground) {
+		if (fuse_daemonize(0) == -1)
+			fatalx("could not daemonize");
+		log_open("wsfs", LOG_TO_SYSLOG, verbose);
+	}
+	uring_init(wsfs.conf.uring != WS_URING_OFF);
+	log_info("serving %s on %s (kind=%s)", wsfs.source, wsfs.mountpoint,
+	    conf_kind_name(wsfs.conf.kind));
+
+	if ((lcfg = fuse_loop_cfg_create()) == NULL)
+		fatalx("out of memory");
+	fuse_loop_cfg_set_max_threads(lcfg, (unsigned)wsfs.conf.max_threads);
+	fuse_loop_cfg_set_idle_threads(lcfg,
+	    (unsigned)(wsfs.conf.max_threads / 2 + 1));
+	r = fuse_session_loop_mt(wsfs.se, lcfg);
+	fuse_loop_cfg_destroy(lcfg);
+
+	uring_shutdown();
+	fuse_session_unmount(wsfs.se);
+	fuse_remove_signal_handlers(wsfs.se);
+	fuse_session_destroy(wsfs.se);
+	fuse_opt_free_args(&args);
+	log_info("unmounted %s", wsfs.mountpoint);
+	conf_free(&wsfs.conf);
+	free(optv);
+	return r == 0 ? 0 : 1;
+}

@@ -1,4 +1,116 @@
-/* wsfs private header: see the module banners below. */
+/*
+ * wsfs private header. The daemon serves a directory of workspaces through
+ * the FUSE lowlevel API; every backing operation is relative to an fd of a
+ * directory inside the workspace and never follows a symlink.
+ */
 #ifndef WSFS_H
 #define WSFS_H
+
+#include <sys/types.h>
+#include <sys/queue.h>
+#include <sys/stat.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "conf.h"
+#include "log.h"
+
+/*
+ * One inode of the backing store as the kernel knows it. The FUSE node id
+ * is the pointer. Inodes are keyed by (dev, ino, workspace) so that an inode
+ * reached from two workspaces is two FUSE inodes, each confined to its own
+ * workspace; a symlink is also keyed by the directory it was found in, since
+ * what readlink returns depends on the link's depth.
+ */
+struct inode {
+	dev_t			 dev;		/* const */
+	ino_t			 ino;		/* const */
+	mode_t			 type;		/* const: S_IFMT bits */
+	uint64_t		 ws;		/* const: 0 = mount root level */
+	struct inode		*ws_root;	/* const; NULL at mount root level */
+	struct inode		*parent;	/* const: symlinks only, holds a ref */
+	struct file_handle	*fh;		/* const: NULL if fs has none */
+
+	/* All below: guarded by the table lock. */
+	int			 fd;		/* O_PATH fd, -1 when evicted */
+	unsigned int		 fd_users;	/* pins: fd not evicted while > 0 */
+	uint64_t		 nlookup;	/* kernel references */
+	uint64_t		 refs;		/* references held by other inodes */
+	unsigned int		 opens;		/* open file and dir handles */
+	int			 pinned;	/* never evicted (roots) */
+	TAILQ_ENTRY(inode)	 lru;		/* fds that may be evicted */
+	int			 in_lru;
+};
+
+/* An open file: what fi->fh points to. */
+struct wsfile {
+	int		 fd;
+	struct inode	*inode;
+};
+
+struct wsfs {
+	struct wsfs_conf	 conf;
+	const char		*source;	/* for messages only */
+	const char		*mountpoint;
+	int			 source_fd;	/* O_PATH|O_DIRECTORY of SOURCE */
+	int			 proc_fd;	/* O_PATH of /proc/self/fd */
+	struct inode		*root;
+	struct fuse_session	*se;
+	uid_t			 source_uid;
+};
+
+extern struct wsfs wsfs;
+
+/* inode.c */
+void		 inode_table_init(int source_fd, int max_fds);
+struct inode	*inode_root(void);
+struct inode	*inode_from_ino(fuse_ino_t ino);
+int		 inode_lookup(struct inode *parent, const char *name,
+		     struct fuse_entry_param *e);
+int		 inode_adopt(struct inode *parent, int fd,
+		     struct fuse_entry_param *e);
+int		 inode_from_new_fd(struct inode *parent, int fd,
+		     struct fuse_entry_param *e);
+void		 inode_forget(struct inode *in, uint64_t n);
+int		 inode_fd_get(struct inode *in);
+void		 inode_fd_put(struct inode *in);
+int		 inode_open(struct inode *in, int flags);
+int		 inode_stat(struct inode *in, struct stat *st);
+int		 inode_depth(struct inode *dir, unsigned int *depth);
+void		 inode_opened(struct inode *in, int delta);
+void		 inode_procpath(int fd, char *buf, size_t len);
+int		 inode_openat_beneath(int dirfd, const char *name, int flags,
+		     mode_t mode);
+void		 inode_stats(unsigned long *inodes, unsigned long *fds);
+
+/* symlink.c */
+/*
+ * Rewrite a stored symlink target for a link whose directory is depth
+ * levels below the workspace root. Writes a NUL-terminated target into out
+ * that, walked from the link's directory, never climbs above the root.
+ * Returns 0 or -ENAMETOOLONG.
+ */
+int		 symlink_rewrite(const char *target, unsigned int depth,
+		     char *out, size_t outlen);
+
+/* uring.c */
+/* Start io_uring; on failure log once and fall back to plain syscalls. */
+void		 uring_init(int enable);
+void		 uring_shutdown(void);
+int		 uring_active(void);
+/* Each of these replies to req exactly once, possibly from another thread. */
+void		 uring_read(fuse_req_t req, int fd, size_t size, off_t off);
+void		 uring_write(fuse_req_t req, int fd, const char *buf,
+		     size_t size, off_t off);
+void		 uring_fsync(fuse_req_t req, int fd, int datasync);
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops wsfs_ops;
+
 #endif

@@ -1,8 +1,6 @@
 # Test tiers: C unit tests (UNIT_TESTS, added by each area's local.mk),
 # pytest suites on real mounts under tests/, all run by tests/run, which
 # prints the one summary line "N passed, N failed, N skipped".
-UNIT_TESTS =
-FUZZ_TARGETS =
 EXTRA_DIST += tests/run tests/conftest.py tests/wsfstest.py
 
 check-local: $(UNIT_TESTS)

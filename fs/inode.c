@@ -1,0 +1,554 @@
+/*
+ * The inode table: every backing inode the kernel knows, keyed by device,
+ * inode number and workspace, each with an O_PATH fd. The daemon's open-file
+ * limit must not bound the number of inodes served, so fds of inodes that no
+ * operation is using sit on an LRU list and are closed when there are too
+ * many; the inode is reopened later from its file handle, which needs no
+ * path and so cannot be redirected by a rename or a symlink.
+ */
+#include "config.h"
+
+#include <sys/syscall.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <linux/openat2.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wsfs.h"
+
+static struct {
+	pthread_mutex_t		 lock;
+	void			*tree;		/* tsearch tree of inodes */
+	TAILQ_HEAD(inode_lru, inode) lru;		/* evictable fds, newest first */
+	unsigned long		 ninodes;
+	unsigned long		 nfds;
+	unsigned long		 max_fds;
+	int			 mount_fd;	/* for open_by_handle_at */
+	int			 handles_warned;
+	struct inode		 root;
+} itab = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static int
+inode_cmp(const void *a, const void *b)
+{
+	const struct inode	*x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ws != y->ws)
+		return x->ws < y->ws ? -1 : 1;
+	if (x->parent != y->parent)
+		return (uintptr_t)x->parent < (uintptr_t)y->parent ? -1 : 1;
+	return 0;
+}
+
+void
+inode_table_init(int source_fd, int max_fds)
+{
+	struct stat	st;
+
+	if (fstatat(source_fd, "", &st, AT_EMPTY_PATH) == -1)
+		fatal("stat %s", wsfs.source);
+	TAILQ_INIT(&itab.lru);
+	/* open_by_handle_at wants a real fd, not an O_PATH one. */
+	itab.mount_fd = openat(source_fd, ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC);
+	if (itab.mount_fd == -1)
+		fatal("open %s", wsfs.source);
+	itab.max_fds = max_fds;
+	itab.root.dev = st.st_dev;
+	itab.root.ino = st.st_ino;
+	itab.root.type = S_IFDIR;
+	itab.root.ws = 0;
+	itab.root.fd = source_fd;
+	itab.root.nlookup = 1;
+	itab.root.pinned = 1;
+}
+
+struct inode *
+inode_root(void)
+{
+	return &itab.root;
+}
+
+struct inode *
+inode_from_ino(fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return &itab.root;
+	return (struct inode *)(uintptr_t)ino;
+}
+
+void
+inode_stats(unsigned long *inodes, unsigned long *fds)
+{
+	pthread_mutex_lock(&itab.lock);
+	*inodes = itab.ninodes;
+	*fds = itab.nfds;
+	pthread_mutex_unlock(&itab.lock);
+}
+
+static int
+inode_evictable(struct inode *in)
+{
+	return !in->pinned && in->fh != NULL;
+}
+
+/* Close the least recently used idle fds until under the limit. */
+static void
+inode_evict_locked(void)
+{
+	struct inode	*in;
+
+	while (itab.nfds > itab.max_fds && !TAILQ_EMPTY(&itab.lru)) {
+		in = TAILQ_LAST(&itab.lru, inode_lru);
+		TAILQ_REMOVE(&itab.lru, in, lru);
+		in->in_lru = 0;
+		close(in->fd);
+		in->fd = -1;
+		itab.nfds--;
+	}
+}
+
+static void
+inode_lru_add_locked(struct inode *in)
+{
+	if (in->fd >= 0 && in->fd_users == 0 && !in->in_lru &&
+	    inode_evictable(in)) {
+		TAILQ_INSERT_HEAD(&itab.lru, in, lru);
+		in->in_lru = 1;
+	}
+}
+
+static void
+inode_lru_del_locked(struct inode *in)
+{
+	if (in->in_lru) {
+		TAILQ_REMOVE(&itab.lru, in, lru);
+		in->in_lru = 0;
+	}
+}
+
+static void inode_unref_locked(struct inode *in);
+
+/* Free an inode nobody references any more, then drop what it held. */
+static void
+inode_free_locked(struct inode *in)
+{
+	struct inode	*parent = in->parent, *ws_root = in->ws_root;
+
+	tdelete(in, &itab.tree, inode_cmp);
+	inode_lru_del_locked(in);
+	if (in->fd >= 0) {
+		close(in->fd);
+		itab.nfds--;
+	}
+	itab.ninodes--;
+	free(in->fh);
+	free(in);
+	if (parent != NULL)
+		inode_unref_locked(parent);
+	if (ws_root != NULL && ws_root != in)
+		inode_unref_locked(ws_root);
+}
+
+static void
+inode_unref_locked(struct inode *in)
+{
+	if (--in->refs == 0 && in->nlookup == 0 && in != &itab.root)
+		inode_free_locked(in);
+}
+
+void
+inode_forget(struct inode *in, uint64_t n)
+{
+	if (in == &itab.root)
+		return;
+	pthread_mutex_lock(&itab.lock);
+	if (n > in->nlookup) {
+		log_warn("forget %llu of inode %llu with nlookup %llu",
+		    (unsigned long long)n, (unsigned long long)in->ino,
+		    (unsigned long long)in->nlookup);
+		n = in->nlookup;
+	}
+	in->nlookup -= n;
+	if (in->nlookup == 0 && in->refs == 0)
+		inode_free_locked(in);
+	pthread_mutex_unlock(&itab.lock);
+}
+
+/*
+ * Pin and return the inode's O_PATH fd, reopening it from its handle if it
+ * was evicted. Every successful call is paired with inode_fd_put().
+ */
+int
+inode_fd_get(struct inode *in)
+{
+	int	fd;
+
+	pthread_mutex_lock(&itab.lock);
+	if (in->fd < 0) {
+		fd = open_by_handle_at(itab.mount_fd, in->fh,
+		    O_PATH | O_CLOEXEC | O_NOFOLLOW);
+		if (fd == -1) {
+			fd = -errno;
+			pthread_mutex_unlock(&itab.lock);
+			/* The inode is gone from the backing store. */
+			return fd == -ESTALE ? -ENOENT : fd;
+		}
+		in->fd = fd;
+		itab.nfds++;
+	}
+	in->fd_users++;
+	inode_lru_del_locked(in);
+	fd = in->fd;
+	inode_evict_locked();
+	pthread_mutex_unlock(&itab.lock);
+	return fd;
+}
+
+void
+inode_fd_put(struct inode *in)
+{
+	pthread_mutex_lock(&itab.lock);
+	if (--in->fd_users == 0)
+		inode_lru_add_locked(in);
+	inode_evict_locked();
+	pthread_mutex_unlock(&itab.lock);
+}
+
+void
+inode_opened(struct inode *in, int delta)
+{
+	pthread_mutex_lock(&itab.lock);
+	in->opens += delta;
+	pthread_mutex_unlock(&itab.lock);
+}
+
+void
+inode_procpath(int fd, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/*
+ * Open one name below dirfd without following any symlink, without magic
+ * links and without crossing into another mount.
+ */
+int
+inode_openat_beneath(int dirfd, const char *name, int flags, mode_t mode)
+{
+	struct open_how	how;
+	int		fd;
+
+	if (name[0] == '\0' || strchr(name, '/') != NULL)
+		return -EINVAL;
+	memset(&how, 0, sizeof how);
+	how.flags = (uint64_t)flags | O_NOFOLLOW | O_CLOEXEC;
+	how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+	    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+	do {
+		fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+	} while (fd == -1 && errno == EAGAIN);
+	if (fd == -1)
+		return -errno;
+	return fd;
+}
+
+/*
+ * Open the inode itself for I/O. A file handle names the inode, not a path,
+ * so a rename or a symlink swapped in on the backing store cannot redirect
+ * the open.
+ */
+int
+inode_open(struct inode *in, int flags)
+{
+	char	path[64];
+	int	fd, r;
+
+	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC);
+	flags |= O_CLOEXEC | O_NOFOLLOW;
+	if (in->fh != NULL) {
+		fd = open_by_handle_at(itab.mount_fd, in->fh, flags);
+		if (fd == -1)
+			return errno == ESTALE ? -ENOENT : -errno;
+		return fd;
+	}
+	if ((r = inode_fd_get(in)) < 0)
+		return r;
+	snprintf(path, sizeof path, "%d", r);
+	fd = openat(wsfs.proc_fd, path, flags & ~O_NOFOLLOW);
+	r = fd == -1 ? -errno : fd;
+	inode_fd_put(in);
+	return r;
+}
+
+int
+inode_stat(struct inode *in, struct stat *st)
+{
+	int	fd, r = 0;
+
+	if ((fd = inode_fd_get(in)) < 0)
+		return fd;
+	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+		r = -errno;
+	inode_fd_put(in);
+	return r;
+}
+
+/*
+ * How many levels below its workspace root a directory is, found by
+ * walking "..": the only way to know where the directory is now, after
+ * renames on the backing store. Fails with -ENOENT if the walk never meets
+ * the root, that is, if the directory was moved out of the workspace.
+ */
+int
+inode_depth(struct inode *dir, unsigned int *depth)
+{
+	struct inode	*root = dir->ws_root;
+	struct stat	 st, prev;
+	unsigned int	 d = 0;
+	int		 fd, up, r;
+
+	if (root == NULL)
+		return -ENOENT;
+	if (dir == root) {
+		*depth = 0;
+		return 0;
+	}
+	if ((r = inode_fd_get(dir)) < 0)
+		return r;
+	fd = fcntl(r, F_DUPFD_CLOEXEC, 0);
+	inode_fd_put(dir);
+	if (fd == -1)
+		return -errno;
+	if (fstatat(fd, "", &prev, AT_EMPTY_PATH) == -1) {
+		r = -errno;
+		goto out;
+	}
+	for (;;) {
+		up = openat(fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		if (up == -1) {
+			r = -errno;
+			goto out;
+		}
+		close(fd);
+		fd = up;
+		if (fstatat(fd, "", &st, AT_EMPTY_PATH) == -1) {
+			r = -errno;
+			goto out;
+		}
+		d++;
+		if (st.st_dev == root->dev && st.st_ino == root->ino) {
+			*depth = d;
+			r = 0;
+			goto out;
+		}
+		/* At "/" or at SOURCE: the directory left its workspace. */
+		if ((st.st_dev == prev.st_dev && st.st_ino == prev.st_ino) ||
+		    (st.st_dev == itab.root.dev && st.st_ino == itab.root.ino) ||
+		    d > PATH_MAX / 2) {
+			r = -ENOENT;
+			goto out;
+		}
+		prev = st;
+	}
+out:
+	close(fd);
+	return r;
+}
+
+static struct file_handle *
+inode_handle(int fd)
+{
+	struct file_handle	*fh;
+	int			 mnt;
+
+	if ((fh = malloc(sizeof *fh + MAX_HANDLE_SZ)) == NULL)
+		return NULL;
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fd, "", fh, &mnt, AT_EMPTY_PATH) == -1) {
+		free(fh);
+		return NULL;
+	}
+	return fh;
+}
+
+/*
+ * Enter the inode open as fd (O_PATH, owned by this call) into the table as
+ * a child of parent, take one kernel reference and fill e for the reply.
+ */
+int
+inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
+{
+	struct inode	 key, *in, *neu = NULL, **slot;
+	struct stat	 st;
+
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
+		close(fd);
+		return -errno;
+	}
+	/* The mount root shows directories only: each is a workspace. */
+	if (parent == &itab.root && !S_ISDIR(st.st_mode)) {
+		close(fd);
+		return -ENOENT;
+	}
+	memset(&key, 0, sizeof key);
+	key.dev = st.st_dev;
+	key.ino = st.st_ino;
+	key.ws = parent == &itab.root ? (uint64_t)st.st_ino : parent->ws;
+	key.parent = S_ISLNK(st.st_mode) ? parent : NULL;
+
+	pthread_mutex_lock(&itab.lock);
+	slot = tfind(&key, &itab.tree, inode_cmp);
+	pthread_mutex_unlock(&itab.lock);
+	if (slot == NULL) {
+		/* Prepare outside the lock; a racing lookup may win. */
+		if ((neu = calloc(1, sizeof *neu)) == NULL) {
+			close(fd);
+			return -ENOMEM;
+		}
+		*neu = key;
+		neu->type = st.st_mode & S_IFMT;
+		neu->fd = -1;
+		neu->fh = inode_handle(fd);
+		if (neu->fh == NULL && !itab.handles_warned) {
+			itab.handles_warned = 1;
+			log_warn("%s: no file handles (%s); every inode keeps "
+			    "an open fd", wsfs.source, strerror(errno));
+		}
+	}
+
+	pthread_mutex_lock(&itab.lock);
+	if (neu != NULL) {
+		slot = tsearch(neu, &itab.tree, inode_cmp);
+		if (slot == NULL) {
+			pthread_mutex_unlock(&itab.lock);
+			free(neu->fh);
+			free(neu);
+			close(fd);
+			return -ENOMEM;
+		}
+		if (*slot == neu) {
+			itab.ninodes++;
+			if (parent == &itab.root) {
+				neu->ws_root = neu;
+				neu->pinned = 1;
+			} else {
+				neu->ws_root = parent->ws_root;
+				neu->ws_root->refs++;
+			}
+			if (neu->parent != NULL)
+				neu->parent->refs++;
+			if (neu->fh == NULL)
+				neu->pinned = 1;
+			neu = NULL;
+		}
+	}
+	in = *slot;
+	in->nlookup++;
+	if (in->fd < 0) {
+		in->fd = fd;
+		itab.nfds++;
+		inode_lru_add_locked(in);
+		fd = -1;
+	}
+	inode_evict_locked();
+	pthread_mutex_unlock(&itab.lock);
+	if (neu != NULL) {
+		free(neu->fh);
+		free(neu);
+	}
+	if (fd >= 0)
+		close(fd);
+
+	memset(e, 0, sizeof *e);
+	e->ino = (uintptr_t)in;
+	e->attr = st;
+	e->attr_timeout = wsfs.conf.attr_timeout;
+	e->entry_timeout = wsfs.conf.entry_timeout;
+	return 0;
+}
+
+/* Enter a freshly created object, open as fd (any access mode, kept). */
+int
+inode_from_new_fd(struct inode *parent, int fd, struct fuse_entry_param *e)
+{
+	char	path[32];
+	int	pfd;
+
+	snprintf(path, sizeof path, "%d", fd);
+	if ((pfd = openat(wsfs.proc_fd, path, O_PATH | O_CLOEXEC)) == -1)
+		return -errno;
+	return inode_adopt(parent, pfd, e);
+}
+
+int
+inode_lookup(struct inode *parent, const char *name,
+    struct fuse_entry_param *e)
+{
+	struct inode	*self;
+	unsigned int	 depth;
+	int		 pfd, fd, r;
+
+	if (parent->type != S_IFDIR)
+		return -ENOTDIR;
+	/* Names at the top of SOURCE that start with '.' are wsfs's own. */
+	if (parent == &itab.root && name[0] == '.' &&
+	    strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+		return -ENOENT;
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+		/* ".." stops at the workspace root and at the mount root. */
+		self = parent;
+		if (strcmp(name, "..") == 0 && parent != &itab.root &&
+		    parent->ws_root != parent) {
+			if ((r = inode_depth(parent, &depth)) < 0)
+				return r;
+			if ((pfd = inode_fd_get(parent)) < 0)
+				return pfd;
+			fd = openat(pfd, "..", O_PATH | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			r = fd == -1 ? -errno : 0;
+			inode_fd_put(parent);
+			if (r < 0)
+				return r;
+			return inode_adopt(parent->ws_root, fd, e) < 0 ? -ENOENT :
+			    0;
+		}
+		pthread_mutex_lock(&itab.lock);
+		self->nlookup++;
+		pthread_mutex_unlock(&itab.lock);
+		memset(e, 0, sizeof *e);
+		if ((r = inode_stat(self, &e->attr)) < 0) {
+			inode_forget(self, 1);
+			return r;
+		}
+		e->ino = self == &itab.root ? FUSE_ROOT_ID : (uintptr_t)self;
+		e->attr_timeout = wsfs.conf.attr_timeout;
+		e->entry_timeout = wsfs.conf.entry_timeout;
+		return 0;
+	}
+	if ((pfd = inode_fd_get(parent)) < 0)
+		return pfd;
+	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
+	inode_fd_put(parent);
+	if (fd == -EXDEV) {
+		log_limited(LOG_NOTICE, "xdev", "refused to cross into a mount "
+		    "point at '%s' below %s", name, wsfs.source);
+		return -EACCES;
+	}
+	if (fd < 0)
+		return fd;
+	return inode_adopt(parent, fd, e);
+}

@@ -1,0 +1,1018 @@
+/*
+ * The FUSE lowlevel operations. Each handler resolves its inodes, does the
+ * backing work relative to pinned directory fds with single names, and ends
+ * every path with exactly one fuse_reply_*. Reads, writes and fsync are
+ * handed to uring.c, which replies from the completion.
+ */
+#include "config.h"
+
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wsfs.h"
+
+struct wsdir {
+	DIR		*dp;
+	off_t		 offset;
+	struct dirent	*entry;
+};
+
+static struct inode *
+ws_inode(fuse_ino_t ino)
+{
+	return inode_from_ino(ino);
+}
+
+static struct wsfile *
+ws_file(struct fuse_file_info *fi)
+{
+	return (struct wsfile *)(uintptr_t)fi->fh;
+}
+
+static struct wsdir *
+ws_dir(struct fuse_file_info *fi)
+{
+	return (struct wsdir *)(uintptr_t)fi->fh;
+}
+
+/*
+ * The top level of the mount is the list of workspaces: only root may
+ * change it, and names starting with '.' there belong to wsfs and wsctl.
+ */
+static int
+ws_may_change(fuse_req_t req, struct inode *parent, const char *name)
+{
+	if (parent != inode_root())
+		return 0;
+	if (fuse_req_ctx(req)->uid != 0)
+		return -EACCES;
+	if (name != NULL && name[0] == '.')
+		return -EPERM;
+	return 0;
+}
+
+/* Rename and link stay inside one workspace. */
+static int
+ws_same_workspace(struct inode *a, struct inode *b)
+{
+	return a->ws == b->ws;
+}
+
+/*
+ * Give a new object to the calling user, as a local filesystem would: the
+ * caller's gid, or the directory's gid under a setgid directory (which the
+ * kernel already applied when the daemon created it).
+ */
+static int
+ws_set_owner(fuse_req_t req, int pfd, int fd, mode_t mode)
+{
+	const struct fuse_ctx	*ctx = fuse_req_ctx(req);
+	struct stat		 pst;
+	gid_t			 gid = ctx->gid;
+	char			 path[64];
+
+	if (fstatat(pfd, "", &pst, AT_EMPTY_PATH) == -1)
+		return -errno;
+	if (pst.st_mode & S_ISGID)
+		gid = (gid_t)-1;
+	if (ctx->uid == 0 && (gid == 0 || gid == (gid_t)-1))
+		return 0;
+	if (fchownat(fd, "", ctx->uid, gid,
+	    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+		return -errno;
+	/* chown clears setuid and setgid: put back what the caller asked. */
+	if (S_ISREG(mode) && (mode & (S_ISUID | S_ISGID))) {
+		inode_procpath(fd, path, sizeof path);
+		if (chmod(path, mode & 07777) == -1)
+			return -errno;
+	}
+	return 0;
+}
+
+static void
+ws_reply_entry(fuse_req_t req, int r, struct fuse_entry_param *e)
+{
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_entry(req, e);
+}
+
+static void
+ws_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/*
+	 * Let the kernel clear setuid/setgid on write, truncate and chown, as
+	 * it does for a local filesystem; with atomic O_TRUNC it would skip
+	 * that for open(O_TRUNC).
+	 */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV_V2;
+#endif
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/* What readlink returns depends on where the link is: no caching. */
+	conn->want &= ~FUSE_CAP_CACHE_SYMLINKS;
+	conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	conn->max_write = 1024 * 1024;
+	conn->max_readahead = 1024 * 1024;
+}
+
+static void
+ws_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param	e;
+
+	ws_reply_entry(req, inode_lookup(ws_inode(parent), name, &e), &e);
+}
+
+static void
+ws_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(ws_inode(ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void
+ws_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	size_t	i;
+
+	for (i = 0; i < count; i++)
+		inode_forget(ws_inode(f[i].ino), f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void
+ws_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat	st;
+	int		r = 0;
+
+	if (fi != NULL && fi->fh != 0 && ws_inode(ino)->type == S_IFREG) {
+		if (fstat(ws_file(fi)->fd, &st) == -1)
+			r = -errno;
+	} else
+		r = inode_stat(ws_inode(ino), &st);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_attr(req, &st, wsfs.conf.attr_timeout);
+}
+
+static int
+ws_truncate(struct inode *in, struct fuse_file_info *fi, off_t size)
+{
+	int	fd, r = 0;
+
+	if (in->type != S_IFREG)
+		return in->type == S_IFDIR ? -EISDIR : -EINVAL;
+	if (fi != NULL && fi->fh != 0)
+		return ftruncate(ws_file(fi)->fd, size) == -1 ? -errno : 0;
+	if ((fd = inode_open(in, O_WRONLY | O_NONBLOCK)) < 0)
+		return fd;
+	if (ftruncate(fd, size) == -1)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+static int
+ws_utimens(int fd, struct fuse_file_info *fi, struct inode *in,
+    const struct stat *attr, int to_set)
+{
+	struct timespec	ts[2];
+	char		path[64];
+
+	ts[0].tv_sec = ts[1].tv_sec = 0;
+	ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		ts[0].tv_nsec = UTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		ts[0] = attr->st_atim;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		ts[1].tv_nsec = UTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		ts[1] = attr->st_mtim;
+	if (fi != NULL && fi->fh != 0 && in->type == S_IFREG)
+		return futimens(ws_file(fi)->fd, ts) == -1 ? -errno : 0;
+	if (utimensat(fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if (errno != EINVAL || in->type == S_IFLNK)
+		return -errno;
+	inode_procpath(fd, path, sizeof path);
+	return utimensat(AT_FDCWD, path, ts, 0) == -1 ? -errno : 0;
+}
+
+static void
+ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+    struct fuse_file_info *fi)
+{
+	struct inode	*in = ws_inode(ino);
+	struct stat	 st;
+	char		 path[64];
+	uid_t		 uid;
+	gid_t		 gid;
+	int		 fd, r = 0;
+
+	if (in == inode_root() && fuse_req_ctx(req)->uid != 0) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if ((fd = inode_fd_get(in)) < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	/* Owner first: chown clears setuid bits a following chmod may set. */
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+		gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+		if (fchownat(fd, "", uid, gid,
+		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
+			r = -errno;
+			goto out;
+		}
+	}
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		if (in->type == S_IFLNK) {
+			r = -EOPNOTSUPP;
+			goto out;
+		}
+		if (fi != NULL && fi->fh != 0 && in->type == S_IFREG)
+			r = fchmod(ws_file(fi)->fd, attr->st_mode & 07777);
+		else {
+			inode_procpath(fd, path, sizeof path);
+			r = chmod(path, attr->st_mode & 07777);
+		}
+		if (r == -1) {
+			r = -errno;
+			goto out;
+		}
+	}
+	if ((to_set & FUSE_SET_ATTR_SIZE) &&
+	    (r = ws_truncate(in, fi, attr->st_size)) < 0)
+		goto out;
+	if ((to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+	    FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)) &&
+	    (r = ws_utimens(fd, fi, in, attr, to_set)) < 0)
+		goto out;
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+		r = -errno;
+out:
+	inode_fd_put(in);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_attr(req, &st, wsfs.conf.attr_timeout);
+}
+
+static void
+ws_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct inode	*in = ws_inode(ino);
+	char		 target[PATH_MAX], out[PATH_MAX];
+	unsigned int	 depth;
+	ssize_t		 n;
+	int		 fd, r;
+
+	if (in->type != S_IFLNK || in->parent == NULL) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if ((fd = inode_fd_get(in)) < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	n = readlinkat(fd, "", target, sizeof target - 1);
+	r = n == -1 ? -errno : 0;
+	inode_fd_put(in);
+	if (r == 0) {
+		target[n] = '\0';
+		if ((r = inode_depth(in->parent, &depth)) < 0)
+			log_limited(LOG_NOTICE, "readlink-depth", "readlink: "
+			    "the directory of a link left its workspace");
+	}
+	if (r == 0)
+		r = symlink_rewrite(target, depth, out, sizeof out);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_readlink(req, out);
+}
+
+/* After creating name in parent, open it, check its type and own it. */
+static int
+ws_created(fuse_req_t req, struct inode *parent, int pfd, const char *name,
+    mode_t mode, struct fuse_entry_param *e)
+{
+	struct stat	st;
+	int		fd, r;
+
+	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
+	if (fd < 0)
+		return fd;
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1 ||
+	    (st.st_mode & S_IFMT) != (mode & S_IFMT)) {
+		/* Swapped for something else on the backing store. */
+		close(fd);
+		return -EIO;
+	}
+	if ((r = ws_set_owner(req, pfd, fd, mode)) < 0) {
+		close(fd);
+		return r;
+	}
+	return inode_adopt(parent, fd, e);
+}
+
+static void
+ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+    const char *link)
+{
+	struct inode		*p = ws_inode(parent);
+	struct fuse_entry_param	 e;
+	int			 pfd, r;
+
+	if ((r = ws_may_change(req, p, name)) < 0)
+		goto out;
+	if ((pfd = inode_fd_get(p)) < 0) {
+		r = pfd;
+		goto out;
+	}
+	if (S_ISDIR(mode))
+		r = mkdirat(pfd, name, mode & 07777);
+	else if (S_ISLNK(mode))
+		r = symlinkat(link, pfd, name);
+	else
+		r = mknodat(pfd, name, mode, 0);
+	r = r == -1 ? -errno : ws_created(req, p, pfd, name, mode, &e);
+	inode_fd_put(p);
+out:
+	ws_reply_entry(req, r, &e);
+}
+
+static void
+ws_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+    dev_t rdev)
+{
+	if (S_ISCHR(mode) || S_ISBLK(mode)) {
+		log_limited(LOG_NOTICE, "mknod-dev", "refused to create device "
+		    "node '%s' (uid %u)", name, (unsigned)fuse_req_ctx(req)->uid);
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if ((mode & S_IFMT) == 0)
+		mode |= S_IFREG;
+	if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	ws_make(req, parent, name, mode, NULL);
+}
+
+static void
+ws_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	ws_make(req, parent, name, S_IFDIR | (mode & 07777), NULL);
+}
+
+static void
+ws_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+    const char *name)
+{
+	ws_make(req, parent, name, S_IFLNK | 0777, link);
+}
+
+static void
+ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
+{
+	struct inode	*p = ws_inode(parent);
+	int		 pfd, r;
+
+	if ((r = ws_may_change(req, p, name)) < 0)
+		goto out;
+	if ((pfd = inode_fd_get(p)) < 0) {
+		r = pfd;
+		goto out;
+	}
+	r = unlinkat(pfd, name, flags) == -1 ? -errno : 0;
+	inode_fd_put(p);
+out:
+	fuse_reply_err(req, -r);
+}
+
+static void
+ws_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	ws_remove(req, parent, name, 0);
+}
+
+static void
+ws_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	ws_remove(req, parent, name, AT_REMOVEDIR);
+}
+
+static void
+ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+    fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct inode	*p = ws_inode(parent), *np = ws_inode(newparent);
+	int		 pfd, npfd, r;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		r = -EINVAL;
+		goto out;
+	}
+	if (!ws_same_workspace(p, np)) {
+		r = -EXDEV;
+		goto out;
+	}
+	if ((r = ws_may_change(req, p, name)) < 0 ||
+	    (r = ws_may_change(req, np, newname)) < 0)
+		goto out;
+	if ((pfd = inode_fd_get(p)) < 0) {
+		r = pfd;
+		goto out;
+	}
+	if ((npfd = inode_fd_get(np)) < 0) {
+		inode_fd_put(p);
+		r = npfd;
+		goto out;
+	}
+	r = renameat2(pfd, name, npfd, newname, flags) == -1 ? -errno : 0;
+	inode_fd_put(np);
+	inode_fd_put(p);
+out:
+	fuse_reply_err(req, -r);
+}
+
+static void
+ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+    const char *newname)
+{
+	struct inode		*in = ws_inode(ino), *np = ws_inode(newparent);
+	struct fuse_entry_param	 e;
+	int			 fd, npfd, r;
+
+	if (!ws_same_workspace(in, np) || in->ws_root == NULL) {
+		r = -EXDEV;
+		goto out;
+	}
+	if ((r = ws_may_change(req, np, newname)) < 0)
+		goto out;
+	if ((fd = inode_fd_get(in)) < 0) {
+		r = fd;
+		goto out;
+	}
+	if ((npfd = inode_fd_get(np)) < 0) {
+		inode_fd_put(in);
+		r = npfd;
+		goto out;
+	}
+	r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) == -1 ? -errno : 0;
+	inode_fd_put(np);
+	inode_fd_put(in);
+	if (r == 0)
+		r = inode_lookup(np, newname, &e);
+out:
+	ws_reply_entry(req, r, &e);
+}
+
+static struct wsfile *
+ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
+{
+	struct wsfile	*f;
+
+	if ((f = calloc(1, sizeof *f)) == NULL)
+		return NULL;
+	f->fd = fd;
+	f->inode = in;
+	fi->fh = (uintptr_t)f;
+	fi->keep_cache = 1;
+	/* O_DIRECT bypasses the kernel's cache; the backing open need not. */
+	if (flags & O_DIRECT) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	}
+	inode_opened(in, 1);
+	return f;
+}
+
+static void
+ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct inode	*in = ws_inode(ino);
+	int		 fd;
+
+	if (in->type == S_IFDIR) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (in->type != S_IFREG) {
+		/* FIFOs, sockets and devices are never opened on the backing. */
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	if ((fd = inode_open(in, fi->flags & ~O_DIRECT)) < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	if (ws_file_new(in, fd, fi, fi->flags) == NULL) {
+		close(fd);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fuse_reply_open(req, fi);
+}
+
+static void
+ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+    struct fuse_file_info *fi)
+{
+	struct inode		*p = ws_inode(parent);
+	struct fuse_entry_param	 e;
+	int			 pfd, fd = -1, r, created = 1;
+	int			 flags = fi->flags & ~(O_DIRECT | O_NOCTTY);
+
+	if ((r = ws_may_change(req, p, name)) < 0)
+		goto out;
+	if ((pfd = inode_fd_get(p)) < 0) {
+		r = pfd;
+		goto out;
+	}
+	fd = inode_openat_beneath(pfd, name, flags | O_CREAT | O_EXCL,
+	    mode & 07777);
+	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
+		/* Created meanwhile by someone else: open it as it is. */
+		created = 0;
+		fd = inode_openat_beneath(pfd, name,
+		    flags & ~(O_CREAT | O_EXCL), 0);
+	}
+	if (fd < 0) {
+		r = fd;
+		fd = -1;
+	} else if (created)
+		r = ws_set_owner(req, pfd, fd, S_IFREG | (mode & 07777));
+	inode_fd_put(p);
+	if (r == 0)
+		r = inode_from_new_fd(p, fd, &e);
+	if (r == 0 && ws_inode(e.ino)->type != S_IFREG) {
+		inode_forget(ws_inode(e.ino), 1);
+		r = -EIO;
+	}
+	if (r == 0 && ws_file_new(ws_inode(e.ino), fd, fi, fi->flags) == NULL) {
+		inode_forget(ws_inode(e.ino), 1);
+		r = -ENOMEM;
+	}
+out:
+	if (r < 0) {
+		if (fd >= 0)
+			close(fd);
+		fuse_reply_err(req, -r);
+	} else
+		fuse_reply_create(req, &e, fi);
+}
+
+static void
+ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+    struct fuse_file_info *fi)
+{
+	uring_read(req, ws_file(fi)->fd, size, off);
+}
+
+static void
+ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+    off_t off, struct fuse_file_info *fi)
+{
+	uring_write(req, ws_file(fi)->fd, buf, size, off);
+}
+
+static void
+ws_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int	fd;
+
+	/* Closing a duplicate reports close-time errors (NFS) to close(2). */
+	if ((fd = dup(ws_file(fi)->fd)) == -1 || close(fd) == -1)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void
+ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct wsfile	*f = ws_file(fi);
+
+	close(f->fd);
+	inode_opened(f->inode, -1);
+	free(f);
+	fuse_reply_err(req, 0);
+}
+
+static void
+ws_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+    struct fuse_file_info *fi)
+{
+	uring_fsync(req, ws_file(fi)->fd, datasync);
+}
+
+static void
+ws_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct inode	*in = ws_inode(ino);
+	struct wsdir	*d;
+	int		 pfd, fd, r;
+
+	if ((pfd = inode_fd_get(in)) < 0) {
+		fuse_reply_err(req, -pfd);
+		return;
+	}
+	fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	r = fd == -1 ? errno : 0;
+	inode_fd_put(in);
+	if (r != 0) {
+		fuse_reply_err(req, r);
+		return;
+	}
+	if ((d = calloc(1, sizeof *d)) == NULL ||
+	    (d->dp = fdopendir(fd)) == NULL) {
+		r = errno;
+		free(d);
+		close(fd);
+		fuse_reply_err(req, r);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	inode_opened(in, 1);
+	fuse_reply_open(req, fi);
+}
+
+/* Whether a directory entry is shown: the mount root lists workspaces only. */
+static int
+ws_dirent_visible(struct inode *dir, struct wsdir *d, struct dirent *de)
+{
+	struct stat	st;
+
+	if (dir != inode_root())
+		return 1;
+	if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		return 1;
+	if (de->d_name[0] == '.')
+		return 0;
+	if (de->d_type == DT_DIR)
+		return 1;
+	if (de->d_type != DT_UNKNOWN)
+		return 0;
+	return fstatat(dirfd(d->dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISDIR(st.st_mode);
+}
+
+static void
+ws_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+    struct fuse_file_info *fi, int plus)
+{
+	struct inode		*dir = ws_inode(ino);
+	struct wsdir		*d = ws_dir(fi);
+	struct fuse_entry_param	 e;
+	struct dirent		*de;
+	char			*buf, *p;
+	size_t			 rem = size, entsize;
+	off_t			 next;
+	int			 r = 0, dot;
+
+	if ((buf = calloc(1, size)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	p = buf;
+	if (offset != d->offset) {
+		seekdir(d->dp, offset);
+		d->entry = NULL;
+		d->offset = offset;
+	}
+	for (;;) {
+		if (d->entry == NULL) {
+			errno = 0;
+			if ((d->entry = readdir(d->dp)) == NULL) {
+				if (errno != 0)
+					r = -errno;
+				break;
+			}
+		}
+		de = d->entry;
+		next = de->d_off;
+		if (!ws_dirent_visible(dir, d, de))
+			goto skip;
+		dot = strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0;
+		memset(&e, 0, sizeof e);
+		e.attr.st_ino = de->d_ino;
+		e.attr.st_mode = (mode_t)de->d_type << 12;
+		if (!plus) {
+			entsize = fuse_add_direntry(req, p, rem, de->d_name,
+			    &e.attr, next);
+			if (entsize > rem)
+				break;
+		} else {
+			if (!dot) {
+				r = inode_lookup(dir, de->d_name, &e);
+				if (r == -ENOENT) {
+					r = 0;
+					goto skip;
+				}
+				if (r < 0) {
+					/* Listed, but no attributes to give. */
+					memset(&e, 0, sizeof e);
+					e.attr.st_ino = de->d_ino;
+					e.attr.st_mode = (mode_t)de->d_type << 12;
+					r = 0;
+				}
+			}
+			entsize = fuse_add_direntry_plus(req, p, rem,
+			    de->d_name, &e, next);
+			if (entsize > rem) {
+				if (e.ino != 0)
+					inode_forget(ws_inode(e.ino), 1);
+				break;
+			}
+		}
+		p += entsize;
+		rem -= entsize;
+skip:
+		d->entry = NULL;
+		d->offset = next;
+	}
+	/* An error after some entries is reported by the next call. */
+	if (r < 0 && rem == size)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void
+ws_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+    struct fuse_file_info *fi)
+{
+	ws_do_readdir(req, ino, size, offset, fi, 0);
+}
+
+static void
+ws_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+    struct fuse_file_info *fi)
+{
+	ws_do_readdir(req, ino, size, offset, fi, 1);
+}
+
+static void
+ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct wsdir	*d = ws_dir(fi);
+
+	closedir(d->dp);
+	free(d);
+	inode_opened(ws_inode(ino), -1);
+	fuse_reply_err(req, 0);
+}
+
+static void
+ws_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+    struct fuse_file_info *fi)
+{
+	int	fd = dirfd(ws_dir(fi)->dp);
+
+	if ((datasync ? fdatasync(fd) : fsync(fd)) == -1)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void
+ws_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs	sv;
+
+	if (fstatvfs(wsfs.source_fd, &sv) == -1)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+/*
+ * POSIX ACLs would be stored but never enforced: the kernel checks only
+ * the mode bits with default_permissions. Refuse them rather than pretend.
+ */
+static int
+ws_xattr_acl(const char *name)
+{
+	return strcmp(name, "system.posix_acl_access") == 0 ||
+	    strcmp(name, "system.posix_acl_default") == 0;
+}
+
+enum xattr_op { XA_GET, XA_LIST, XA_SET, XA_REMOVE };
+
+/* Run one xattr call on the inode through its /proc/self/fd path. */
+static ssize_t
+ws_xattr(struct inode *in, enum xattr_op op, const char *name, void *value,
+    size_t size, int flags)
+{
+	char	path[64];
+	ssize_t	r;
+	int	fd;
+
+	if ((fd = inode_fd_get(in)) < 0)
+		return fd;
+	inode_procpath(fd, path, sizeof path);
+	switch (op) {
+	case XA_GET:
+		r = getxattr(path, name, value, size);
+		break;
+	case XA_LIST:
+		r = listxattr(path, value, size);
+		break;
+	case XA_SET:
+		r = setxattr(path, name, value, size, flags);
+		break;
+	default:
+		r = removexattr(path, name);
+		break;
+	}
+	if (r == -1)
+		r = -errno;
+	inode_fd_put(in);
+	return r;
+}
+
+static void
+ws_reply_xattr(fuse_req_t req, ssize_t r, const char *buf, size_t size)
+{
+	if (r < 0)
+		fuse_reply_err(req, (int)-r);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)r);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+}
+
+static void
+ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct inode	*in = ws_inode(ino);
+	char		*buf = NULL;
+	ssize_t		 r;
+
+	/* A symlink's xattrs cannot be reached without following it. */
+	if (in->type == S_IFLNK || ws_xattr_acl(name)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	if (size > 0 && (buf = malloc(size)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	r = ws_xattr(in, XA_GET, name, buf, size, 0);
+	ws_reply_xattr(req, r, buf, size);
+	free(buf);
+}
+
+static void
+ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct inode	*in = ws_inode(ino);
+	char		*buf = NULL;
+	ssize_t		 r;
+
+	if (in->type == S_IFLNK) {
+		ws_reply_xattr(req, 0, NULL, size);
+		return;
+	}
+	if (size > 0 && (buf = malloc(size)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	r = ws_xattr(in, XA_LIST, NULL, buf, size, 0);
+	ws_reply_xattr(req, r, buf, size);
+	free(buf);
+}
+
+static void
+ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+    const char *value, size_t size, int flags)
+{
+	struct inode	*in = ws_inode(ino);
+	ssize_t		 r;
+
+	if (in->type == S_IFLNK)
+		r = -EPERM;
+	else if (ws_xattr_acl(name))
+		r = -EOPNOTSUPP;
+	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
+		r = -EPERM;
+	else
+		r = ws_xattr(in, XA_SET, name, (void *)(uintptr_t)value, size,
+		    flags);
+	fuse_reply_err(req, r < 0 ? (int)-r : 0);
+}
+
+static void
+ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct inode	*in = ws_inode(ino);
+	ssize_t		 r;
+
+	if (in->type == S_IFLNK)
+		r = -EPERM;
+	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
+		r = -EPERM;
+	else
+		r = ws_xattr(in, XA_REMOVE, name, NULL, 0, 0);
+	fuse_reply_err(req, r < 0 ? (int)-r : 0);
+}
+
+static void
+ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+    off_t length, struct fuse_file_info *fi)
+{
+	if (fallocate(ws_file(fi)->fd, mode, offset, length) == -1)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void
+ws_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+    struct fuse_file_info *fi)
+{
+	off_t	r;
+
+	if ((r = lseek(ws_file(fi)->fd, off, whence)) == -1)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_lseek(req, r);
+}
+
+static void
+ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+    struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+    struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	ssize_t	n;
+
+	n = copy_file_range(ws_file(fi_in)->fd, &off_in, ws_file(fi_out)->fd,
+	    &off_out, len, (unsigned int)flags);
+	if (n == -1)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+const struct fuse_lowlevel_ops wsfs_ops = {
+	.init		 = ws_init,
+	.lookup		 = ws_lookup,
+	.forget		 = ws_forget,
+	.forget_multi	 = ws_forget_multi,
+	.getattr	 = ws_getattr,
+	.setattr	 = ws_setattr,
+	.readlink	 = ws_readlink,
+	.mknod		 = ws_mknod,
+	.mkdir		 = ws_mkdir,
+	.symlink	 = ws_symlink,
+	.unlink		 = ws_unlink,
+	.rmdir		 = ws_rmdir,
+	.rename		 = ws_rename,
+	.link		 = ws_link,
+	.open		 = ws_open,
+	.create		 = ws_create,
+	.read		 = ws_read,
+	.write		 = ws_write,
+	.flush		 = ws_flush,
+	.release	 = ws_release,
+	.fsync		 = ws_fsync,
+	.opendir	 = ws_opendir,
+	.readdir	 = ws_readdir,
+	.readdirplus	 = ws_readdirplus,
+	.releasedir	 = ws_releasedir,
+	.fsyncdir	 = ws_fsyncdir,
+	.statfs		 = ws_statfs,
+	.setxattr	 = ws_setxattr,
+	.getxattr	 = ws_getxattr,
+	.listxattr	 = ws_listxattr,
+	.removexattr	 = ws_removexattr,
+	.fallocate	 = ws_fallocate,
+	.lseek		 = ws_lseek,
+	.copy_file_range = ws_copy_file_range,
+};

@@ -1,0 +1,317 @@
+/*
+ * The io_uring data path: every liburing call of wsfs lives here. A FUSE
+ * worker submits a read, write or fsync and returns at once; one completion
+ * thread reaps the results and answers the kernel, so no worker sits blocked
+ * on backing I/O. Short transfers are resubmitted for the rest. Where the
+ * kernel refuses io_uring (io_uring_disabled), the same calls run as plain
+ * syscalls in the worker.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wsfs.h"
+
+#define URING_ENTRIES	512
+
+enum uring_kind {
+	UOP_READ,
+	UOP_WRITE,
+	UOP_FSYNC,
+};
+
+/* One request in flight; owned by the ring until its final completion. */
+struct uring_op {
+	fuse_req_t	 req;
+	enum uring_kind	 kind;
+	int		 fd;
+	int		 datasync;
+	char		*buf;
+	size_t		 size;		/* bytes wanted */
+	size_t		 done;		/* bytes transferred so far */
+	off_t		 off;
+};
+
+static struct io_uring	ring;
+static int		ring_on;
+static pthread_mutex_t	sq_lock = PTHREAD_MUTEX_INITIALIZER;	/* the SQ */
+static pthread_t	cq_thread;
+
+int
+uring_active(void)
+{
+	return ring_on;
+}
+
+static void
+uring_prep(struct io_uring_sqe *sqe, struct uring_op *op)
+{
+	switch (op->kind) {
+	case UOP_READ:
+		io_uring_prep_read(sqe, op->fd, op->buf + op->done,
+		    (unsigned)(op->size - op->done), op->off + op->done);
+		break;
+	case UOP_WRITE:
+		io_uring_prep_write(sqe, op->fd, op->buf + op->done,
+		    (unsigned)(op->size - op->done), op->off + op->done);
+		break;
+	case UOP_FSYNC:
+		io_uring_prep_fsync(sqe, op->fd,
+		    op->datasync ? IORING_FSYNC_DATASYNC : 0);
+		break;
+	}
+	io_uring_sqe_set_data(sqe, op);
+}
+
+/* Queue op on the ring; returns 0 or -errno if the ring would not take it. */
+static int
+uring_submit(struct uring_op *op)
+{
+	struct io_uring_sqe	*sqe;
+	int			 r;
+
+	pthread_mutex_lock(&sq_lock);
+	if ((sqe = io_uring_get_sqe(&ring)) == NULL) {
+		io_uring_submit(&ring);
+		sqe = io_uring_get_sqe(&ring);
+	}
+	if (sqe == NULL) {
+		pthread_mutex_unlock(&sq_lock);
+		return -EBUSY;
+	}
+	uring_prep(sqe, op);
+	do {
+		r = io_uring_submit(&ring);
+	} while (r == -EINTR);
+	pthread_mutex_unlock(&sq_lock);
+	return r < 0 ? r : 0;
+}
+
+static void
+uring_op_free(struct uring_op *op)
+{
+	free(op->buf);
+	free(op);
+}
+
+/* The same operation as plain syscalls, answering in the calling thread. */
+static void
+uring_sync(struct uring_op *op)
+{
+	ssize_t	n;
+
+	while (op->kind != UOP_FSYNC && op->done < op->size) {
+		if (op->kind == UOP_READ)
+			n = pread(op->fd, op->buf + op->done,
+			    op->size - op->done, op->off + (off_t)op->done);
+		else
+			n = pwrite(op->fd, op->buf + op->done,
+			    op->size - op->done, op->off + (off_t)op->done);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			if (op->done == 0)
+				goto err;
+			break;
+		}
+		if (n == 0)
+			break;
+		op->done += (size_t)n;
+	}
+	switch (op->kind) {
+	case UOP_READ:
+		fuse_reply_buf(op->req, op->buf, op->done);
+		break;
+	case UOP_WRITE:
+		fuse_reply_write(op->req, op->done);
+		break;
+	case UOP_FSYNC:
+		if ((op->datasync ? fdatasync(op->fd) : fsync(op->fd)) == -1)
+			goto err;
+		fuse_reply_err(op->req, 0);
+		break;
+	}
+	uring_op_free(op);
+	return;
+err:
+	fuse_reply_err(op->req, errno);
+	uring_op_free(op);
+}
+
+static void
+uring_start(struct uring_op *op)
+{
+	if (!ring_on || uring_submit(op) < 0)
+		uring_sync(op);
+}
+
+/* Handle one completion: finish the request or resubmit the remainder. */
+static void
+uring_complete(struct uring_op *op, int res)
+{
+	if (res == -EINTR || res == -EAGAIN)
+		goto again;
+	if (res < 0) {
+		if (op->kind != UOP_FSYNC && op->done > 0)
+			goto reply;
+		fuse_reply_err(op->req, -res);
+		uring_op_free(op);
+		return;
+	}
+	if (op->kind != UOP_FSYNC) {
+		op->done += (size_t)res;
+		if (res > 0 && op->done < op->size)
+			goto again;
+	}
+reply:
+	switch (op->kind) {
+	case UOP_READ:
+		fuse_reply_buf(op->req, op->buf, op->done);
+		break;
+	case UOP_WRITE:
+		fuse_reply_write(op->req, op->done);
+		break;
+	case UOP_FSYNC:
+		fuse_reply_err(op->req, 0);
+		break;
+	}
+	uring_op_free(op);
+	return;
+again:
+	if (uring_submit(op) < 0)
+		uring_sync(op);
+}
+
+static void *
+uring_reaper(void *arg)
+{
+	struct io_uring_cqe	*cqe;
+	struct uring_op		*op;
+	int			 r, res;
+
+	for (;;) {
+		r = io_uring_wait_cqe(&ring, &cqe);
+		if (r == -EINTR || r == -EAGAIN)
+			continue;
+		if (r < 0)
+			fatalx("io_uring_wait_cqe: %s", strerror(-r));
+		op = io_uring_cqe_get_data(cqe);
+		res = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+		if (op == NULL)		/* the shutdown nop */
+			break;
+		uring_complete(op, res);
+	}
+	return NULL;
+}
+
+void
+uring_init(int enable)
+{
+	int	r;
+
+	if (!enable) {
+		log_info("io_uring off by configuration; using plain syscalls");
+		return;
+	}
+	if ((r = io_uring_queue_init(URING_ENTRIES, &ring, 0)) < 0) {
+		log_warn("io_uring unavailable (%s); falling back to plain "
+		    "syscalls", strerror(-r));
+		return;
+	}
+	if ((r = pthread_create(&cq_thread, NULL, uring_reaper, NULL)) != 0)
+		fatalx("pthread_create: %s", strerror(r));
+	ring_on = 1;
+}
+
+void
+uring_shutdown(void)
+{
+	struct io_uring_sqe	*sqe;
+
+	if (!ring_on)
+		return;
+	pthread_mutex_lock(&sq_lock);
+	while ((sqe = io_uring_get_sqe(&ring)) == NULL)
+		io_uring_submit(&ring);
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data(sqe, NULL);
+	io_uring_submit(&ring);
+	pthread_mutex_unlock(&sq_lock);
+	pthread_join(cq_thread, NULL);
+	io_uring_queue_exit(&ring);
+	ring_on = 0;
+}
+
+static struct uring_op *
+uring_op_new(fuse_req_t req, enum uring_kind kind, int fd, size_t size,
+    off_t off)
+{
+	struct uring_op	*op;
+
+	if ((op = calloc(1, sizeof *op)) == NULL)
+		return NULL;
+	if (size > 0 && (op->buf = malloc(size)) == NULL) {
+		free(op);
+		return NULL;
+	}
+	op->req = req;
+	op->kind = kind;
+	op->fd = fd;
+	op->size = size;
+	op->off = off;
+	return op;
+}
+
+void
+uring_read(fuse_req_t req, int fd, size_t size, off_t off)
+{
+	struct uring_op	*op;
+
+	if ((op = uring_op_new(req, UOP_READ, fd, size, off)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		uring_op_free(op);
+		return;
+	}
+	uring_start(op);
+}
+
+void
+uring_write(fuse_req_t req, int fd, const char *buf, size_t size, off_t off)
+{
+	struct uring_op	*op;
+
+	/* The request buffer is reused once the worker returns: copy it. */
+	if ((op = uring_op_new(req, UOP_WRITE, fd, size, off)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (size == 0) {
+		fuse_reply_write(req, 0);
+		uring_op_free(op);
+		return;
+	}
+	memcpy(op->buf, buf, size);
+	uring_start(op);
+}
+
+void
+uring_fsync(fuse_req_t req, int fd, int datasync)
+{
+	struct uring_op	*op;
+
+	if ((op = uring_op_new(req, UOP_FSYNC, fd, 0, 0)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	op->datasync = datasync;
+	uring_start(op);
+}
