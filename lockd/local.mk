@@ -1,1 +1,26 @@
 # wslockd, its protocol and the client library libwslock.
+LOCKD_COMMON = lockd/proto.h lockd/lockd.h lockd/codec.c lockd/table.c \
+	lockd/addr.c
+
+EXTRA_DIST += lockd/PROTOCOL.md
+
+if HAVE_CMOCKA
+UNIT_TESTS += tests/unit/test_table tests/unit/test_proto
+check_PROGRAMS += tests/unit/test_table tests/unit/test_proto
+tests_unit_test_table_SOURCES = tests/unit/test_table.c lockd/table.c \
+	lockd/lockd.h lockd/proto.h
+tests_unit_test_table_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
+tests_unit_test_table_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
+tests_unit_test_proto_SOURCES = tests/unit/test_proto.c lockd/codec.c \
+	lockd/addr.c lockd/lockd.h lockd/proto.h
+tests_unit_test_proto_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
+tests_unit_test_proto_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
+endif
+
+if ENABLE_FUZZING
+FUZZ_TARGETS += tests/fuzz/fuzz_proto
+tests_fuzz_fuzz_proto_SOURCES = tests/fuzz/fuzz_proto.c lockd/codec.c \
+	lockd/lockd.h lockd/proto.h
+tests_fuzz_fuzz_proto_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
+tests_fuzz_fuzz_proto_LDFLAGS = -fsanitize=fuzzer,address,undefined
+endif

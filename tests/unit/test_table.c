@@ -1,0 +1,700 @@
+/*
+ * Unit tests for the lock table (lockd/table.c): conflicts, POSIX byte-range
+ * semantics per owner, FIFO fairness, upgrade and downgrade, cancel,
+ * revoke of cached locks, release on expiry, grace and reclaim, resync,
+ * limits and fencing tokens.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lockd.h"
+
+#define MAXEV	64
+#define ALL	WSL_RANGE_END
+#define SH	WSL_SHARED
+#define EX	WSL_EXCLUSIVE
+
+struct ev {
+	int			 kind;	/* 'g' grant, 'r' revoke */
+	struct table_sess	*s;
+	uint64_t		 reqid;
+	uint64_t		 token;
+	uint64_t		 owner;
+	uint64_t		 start;
+	uint64_t		 end;
+};
+
+static struct ev	evs[MAXEV];
+static int		nev;
+static uint64_t		next_token;
+
+static uint64_t
+tok(void *arg)
+{
+	return ++next_token;
+}
+
+static void
+on_grant(void *arg, struct table_sess *s, uint64_t reqid, uint64_t token)
+{
+	assert_true(nev < MAXEV);
+	evs[nev++] = (struct ev){ 'g', s, reqid, token, 0, 0, 0 };
+}
+
+static void
+on_revoke(void *arg, struct table_sess *s, const uint8_t *key, size_t keylen,
+    uint64_t owner, uint64_t start, uint64_t end, uint64_t token)
+{
+	assert_true(nev < MAXEV);
+	evs[nev++] = (struct ev){ 'r', s, 0, token, owner, start, end };
+}
+
+static const struct table_ops ops = { tok, on_grant, on_revoke };
+
+struct fx {
+	struct table		*t;
+	struct table_sess	*a, *b, *c;
+};
+
+static int
+setup(void **state)
+{
+	struct fx	*f = calloc(1, sizeof *f);
+
+	nev = 0;
+	next_token = 100;
+	f->t = table_new(&ops, NULL, 64, 8);
+	f->a = table_sess_new(f->t, 1, NULL);
+	f->b = table_sess_new(f->t, 2, NULL);
+	f->c = table_sess_new(f->t, 3, NULL);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fx	*f = *state;
+
+	table_sess_free(f->t, f->a);
+	table_sess_free(f->t, f->b);
+	table_sess_free(f->t, f->c);
+	assert_int_equal(table_nkeys(f->t), 0);
+	table_free(f->t);
+	free(f);
+	return 0;
+}
+
+static int
+lk(struct fx *f, struct table_sess *s, uint64_t owner, uint64_t start,
+    uint64_t end, uint8_t mode, uint8_t flags, uint64_t reqid)
+{
+	struct table_req	q = { (const uint8_t *)"k", 1, owner, start,
+				    end, mode, flags, reqid, 0 };
+	uint64_t		t = 0;
+
+	return table_lock(f->t, s, &q, &t, NULL);
+}
+
+static int
+lkey(struct fx *f, struct table_sess *s, const char *key, uint8_t mode,
+    uint8_t flags, uint64_t reqid)
+{
+	struct table_req	q = { (const uint8_t *)key, strlen(key), 0, 0,
+				    ALL, mode, flags, reqid, 0 };
+	uint64_t		t = 0;
+
+	return table_lock(f->t, s, &q, &t, NULL);
+}
+
+static int
+ul(struct fx *f, struct table_sess *s, uint64_t owner, uint64_t start,
+    uint64_t end)
+{
+	struct table_req	q = { (const uint8_t *)"k", 1, owner, start,
+				    end, 0, 0, 0, 0 };
+
+	return table_unlock(f->t, s, &q);
+}
+
+/* Collect a session's holds as "start-end:mode" sorted by start. */
+struct dump {
+	uint64_t	start[32], end[32];
+	uint8_t		mode[32];
+	int		n, nwait;
+};
+
+static int
+dump_fn(const struct table_entry *e, void *arg)
+{
+	struct dump	*d = arg;
+	int		 i;
+
+	if (e->kind == WSL_ITEM_WAITER) {
+		d->nwait++;
+		return 0;
+	}
+	for (i = d->n; i > 0 && d->start[i - 1] > e->start; i--) {
+		d->start[i] = d->start[i - 1];
+		d->end[i] = d->end[i - 1];
+		d->mode[i] = d->mode[i - 1];
+	}
+	d->start[i] = e->start;
+	d->end[i] = e->end;
+	d->mode[i] = e->mode;
+	d->n++;
+	return 0;
+}
+
+static void
+expect(struct fx *f, struct table_sess *s, const char *want)
+{
+	struct dump	d;
+	char		got[512] = "";
+	int		i;
+
+	memset(&d, 0, sizeof d);
+	table_walk(f->t, s, dump_fn, &d);
+	for (i = 0; i < d.n; i++) {
+		snprintf(got + strlen(got), sizeof got - strlen(got),
+		    "%s%llu-%llu:%c", i ? " " : "",
+		    (unsigned long long)d.start[i],
+		    d.end[i] == ALL ? 0ULL : (unsigned long long)d.end[i],
+		    d.mode[i] == SH ? 'S' : 'X');
+	}
+	assert_string_equal(got, want);
+}
+
+static void
+t_exclusive_conflict(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, EX, 0, 2), -EAGAIN);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, SH, 0, 3), -EAGAIN);
+	/* Same session, other owner: still another owner. */
+	assert_int_equal(lk(f, f->a, 2, 0, ALL, SH, 0, 4), -EAGAIN);
+	/* Same owner again: no conflict with itself. */
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, 0, 5), 0);
+	expect(f, f->a, "0-0:X");
+}
+
+static void
+t_shared_compatible(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, SH, 0, 2), 0);
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, EX, 0, 3), -EAGAIN);
+}
+
+static void
+t_wait_and_grant(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, EX, WSL_LOCK_WAIT, 7), 1);
+	assert_int_equal(nev, 0);
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].kind, 'g');
+	assert_ptr_equal(evs[0].s, f->b);
+	assert_int_equal(evs[0].reqid, 7);
+	expect(f, f->b, "0-0:X");
+	expect(f, f->a, "");
+}
+
+static void
+t_disjoint_ranges(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, 10, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 10, 20, EX, 0, 2), 0);
+	assert_int_equal(lk(f, f->c, 1, 9, 11, SH, 0, 3), -EAGAIN);
+	assert_int_equal(lk(f, f->c, 1, 20, ALL, SH, 0, 4), 0);
+}
+
+static void
+t_split_on_unlock(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, 100, EX, 0, 1), 0);
+	assert_int_equal(ul(f, f->a, 1, 40, 60), 0);
+	expect(f, f->a, "0-40:X 60-100:X");
+	assert_int_equal(lk(f, f->b, 1, 40, 60, EX, 0, 2), 0);
+	assert_int_equal(lk(f, f->b, 1, 39, 60, EX, 0, 3), -EAGAIN);
+	/* Trim at both edges. */
+	assert_int_equal(ul(f, f->a, 1, 30, 45), 0);
+	assert_int_equal(ul(f, f->a, 1, 90, 200), 0);
+	expect(f, f->a, "0-30:X 60-90:X");
+	/* Unlock of nothing is fine. */
+	assert_int_equal(ul(f, f->a, 1, 1000, 2000), 0);
+	expect(f, f->a, "0-30:X 60-90:X");
+	/* Unlock of a range covering several locks. */
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	expect(f, f->a, "");
+}
+
+static void
+t_merge(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, 10, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->a, 1, 20, 30, SH, 0, 2), 0);
+	expect(f, f->a, "0-10:S 20-30:S");
+	assert_int_equal(lk(f, f->a, 1, 10, 20, SH, 0, 3), 0);
+	expect(f, f->a, "0-30:S");
+	/* Overlapping same-mode lock extends. */
+	assert_int_equal(lk(f, f->a, 1, 25, 40, SH, 0, 4), 0);
+	expect(f, f->a, "0-40:S");
+	/* Different owners never merge. */
+	assert_int_equal(lk(f, f->a, 2, 40, 50, SH, 0, 5), 0);
+	expect(f, f->a, "0-40:S 40-50:S");
+}
+
+static void
+t_mode_change_splits(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, 100, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->a, 1, 40, 60, EX, 0, 2), 0);
+	expect(f, f->a, "0-40:S 40-60:X 60-100:S");
+	/* Back to shared in the middle: the three merge again. */
+	assert_int_equal(lk(f, f->a, 1, 40, 60, SH, 0, 3), 0);
+	expect(f, f->a, "0-100:S");
+	/* Exclusive over the left edge. */
+	assert_int_equal(lk(f, f->a, 1, 0, 10, EX, 0, 4), 0);
+	expect(f, f->a, "0-10:X 10-100:S");
+}
+
+static void
+t_upgrade_alone(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, 0, 2), 0);
+	expect(f, f->a, "0-0:X");
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, SH, 0, 3), -EAGAIN);
+}
+
+static void
+t_upgrade_waits_for_holders(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, SH, 0, 2), 0);
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, 0, 3), -EAGAIN);
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, WSL_LOCK_WAIT, 4), 1);
+	/* While waiting, a keeps its shared lock. */
+	expect(f, f->a, "0-0:S");
+	assert_int_equal(ul(f, f->b, 1, 0, ALL), 0);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].reqid, 4);
+	expect(f, f->a, "0-0:X");
+}
+
+/*
+ * a and b share; c waits exclusive; then a upgrades. The upgrade must not
+ * queue behind c (c waits for a): it waits only for b.
+ */
+static void
+t_upgrade_not_behind_waiter(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, SH, 0, 2), 0);
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, EX, WSL_LOCK_WAIT, 3), 1);
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, WSL_LOCK_WAIT, 4), 1);
+	assert_int_equal(ul(f, f->b, 1, 0, ALL), 0);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].reqid, 4);
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	assert_int_equal(nev, 2);
+	assert_int_equal(evs[1].reqid, 3);
+}
+
+static void
+t_downgrade_admits_readers(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, SH, WSL_LOCK_WAIT, 2), 1);
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, SH, WSL_LOCK_WAIT, 3), 1);
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, SH, 0, 4), 0);
+	assert_int_equal(nev, 2);
+	assert_int_equal(evs[0].reqid, 2);
+	assert_int_equal(evs[1].reqid, 3);
+	expect(f, f->a, "0-0:S");
+}
+
+/* A stream of shared requests must not starve a waiting writer. */
+static void
+t_fifo_no_writer_starvation(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, EX, WSL_LOCK_WAIT, 2), 1);
+	/* A new reader, compatible with the holder, still queues. */
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, SH, 0, 3), -EAGAIN);
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, SH, WSL_LOCK_WAIT, 4), 1);
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].reqid, 2);
+	assert_int_equal(ul(f, f->b, 1, 0, ALL), 0);
+	assert_int_equal(nev, 2);
+	assert_int_equal(evs[1].reqid, 4);
+}
+
+/* Waiters on disjoint ranges do not block each other. */
+static void
+t_fifo_disjoint_waiters_pass(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, 10, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, 10, EX, WSL_LOCK_WAIT, 2), 1);
+	assert_int_equal(lk(f, f->c, 1, 10, 20, EX, WSL_LOCK_WAIT, 3), 0);
+}
+
+static void
+t_fifo_order_many(void **state)
+{
+	struct fx		*f = *state;
+	struct table_sess	*s[6];
+	int			 i;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, 0, 1), 0);
+	for (i = 0; i < 6; i++) {
+		s[i] = table_sess_new(f->t, 10 + i, NULL);
+		assert_int_equal(lk(f, s[i], 1, 0, ALL, i % 2 ? SH : EX,
+		    WSL_LOCK_WAIT, 100 + i), 1);
+	}
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	for (i = 0; i < 6; i++) {
+		/* X0; S1; X2; S3; X4; S5: one at a time, in order. */
+		assert_int_equal(nev, i + 1);
+		assert_int_equal(evs[i].reqid, 100 + i);
+		assert_int_equal(ul(f, s[i], 1, 0, ALL), 0);
+	}
+	for (i = 0; i < 6; i++)
+		table_sess_free(f->t, s[i]);
+}
+
+static void
+t_cancel(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, EX, WSL_LOCK_WAIT, 2), 1);
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, SH, WSL_LOCK_WAIT, 3), 1);
+	assert_int_equal(table_cancel(f->t, f->b, 99), -ENOENT);
+	/* Cancelling the writer lets the reader behind it in at once. */
+	assert_int_equal(table_cancel(f->t, f->b, 2), 0);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].reqid, 3);
+	assert_int_equal(table_cancel(f->t, f->b, 2), -ENOENT);
+	assert_int_equal(table_sess_nwaiters(f->b), 0);
+}
+
+static void
+t_expiry_releases_and_grants(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, 10, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->a, 2, 50, 60, EX, 0, 2), 0);
+	assert_int_equal(lkey(f, f->a, "other", EX, 0, 3), 0);
+	assert_int_equal(lk(f, f->a, 3, 0, ALL, SH, WSL_LOCK_WAIT, 4), 1);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, EX, WSL_LOCK_WAIT, 5), 1);
+	assert_int_equal(lkey(f, f->c, "other", SH, WSL_LOCK_WAIT, 6), 1);
+	assert_int_equal(table_sess_nlocks(f->a), 3);
+	/* The lease of a runs out: everything of a goes, b and c get theirs. */
+	table_sess_release(f->t, f->a);
+	assert_int_equal(table_sess_nlocks(f->a), 0);
+	assert_int_equal(table_sess_nwaiters(f->a), 0);
+	assert_int_equal(nev, 2);
+	expect(f, f->b, "0-0:X");
+	assert_int_equal(table_sess_nlocks(f->c), 1);
+}
+
+static void
+t_drop_waiters_keeps_locks(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, 10, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, 10, EX, WSL_LOCK_WAIT, 2), 1);
+	assert_int_equal(lk(f, f->a, 1, 20, 30, EX, 0, 3), 0);
+	assert_int_equal(lk(f, f->c, 1, 20, 30, SH, WSL_LOCK_WAIT, 4), 1);
+	table_sess_drop_waiters(f->t, f->b);
+	expect(f, f->a, "0-10:X 20-30:X");
+	assert_int_equal(table_sess_nwaiters(f->b), 0);
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].reqid, 4);
+}
+
+static void
+t_revoke_cached(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, WSL_LOCK_CACHED, 1), 0);
+	assert_int_equal(nev, 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, EX, WSL_LOCK_WAIT, 2), 1);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].kind, 'r');
+	assert_ptr_equal(evs[0].s, f->a);
+	/* Only once per lock, however many wait. */
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, SH, WSL_LOCK_WAIT, 3), 1);
+	assert_int_equal(nev, 1);
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	assert_int_equal(nev, 2);
+	assert_int_equal(evs[1].kind, 'g');
+	assert_int_equal(evs[1].reqid, 2);
+}
+
+static void
+t_revoke_after_grant(void **state)
+{
+	struct fx	*f = *state;
+
+	/* b's cached grant is revoked at once because c already waits. */
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, EX,
+	    WSL_LOCK_WAIT | WSL_LOCK_CACHED, 2), 1);
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, EX, WSL_LOCK_WAIT, 3), 1);
+	assert_int_equal(nev, 0);	/* a's lock is not cached */
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	assert_int_equal(nev, 2);
+	assert_int_equal(evs[0].kind, 'g');
+	assert_int_equal(evs[1].kind, 'r');
+	assert_ptr_equal(evs[1].s, f->b);
+}
+
+static void
+t_uncached_no_revoke(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 0, ALL, SH, 0, 1), 0);
+	assert_int_equal(lk(f, f->b, 1, 0, ALL, EX, WSL_LOCK_WAIT, 2), 1);
+	assert_int_equal(nev, 0);
+}
+
+static void
+t_tokens_grow(void **state)
+{
+	struct fx		*f = *state;
+	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 0, ALL, EX,
+				    0, 1, 0 };
+	uint64_t		 t1 = 0, t2 = 0;
+
+	assert_int_equal(table_lock(f->t, f->a, &q, &t1, NULL), 0);
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	assert_int_equal(table_lock(f->t, f->b, &q, &t2, NULL), 0);
+	assert_true(t2 > t1);
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, EX, WSL_LOCK_WAIT, 9), 1);
+	assert_int_equal(ul(f, f->b, 1, 0, ALL), 0);
+	assert_int_equal(nev, 1);
+	assert_true(evs[0].token > t2);
+}
+
+static void
+t_test_reports_conflict(void **state)
+{
+	struct fx		*f = *state;
+	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 5, 6, SH,
+				    WSL_LOCK_TEST, 1, 0 };
+	struct table_entry	 e;
+	uint64_t		 t = 0;
+
+	assert_int_equal(table_lock(f->t, f->b, &q, &t, &e), 0);
+	assert_int_equal(lk(f, f->a, 7, 0, 10, EX, 0, 1), 0);
+	assert_int_equal(table_lock(f->t, f->b, &q, &t, &e), -EAGAIN);
+	assert_ptr_equal(e.sess, f->a);
+	assert_int_equal(e.owner, 7);
+	assert_int_equal(e.start, 0);
+	assert_int_equal(e.end, 10);
+	assert_int_equal(e.mode, EX);
+	/* TEST took nothing. */
+	expect(f, f->b, "");
+}
+
+static void
+t_grace(void **state)
+{
+	struct fx		*f = *state;
+	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 0, ALL, EX,
+				    0, 0, 42 };
+
+	table_set_grace(f->t, 1);
+	assert_int_equal(lkey(f, f->c, "fresh", EX, 0, 1), -EBUSY);
+	assert_int_equal(lk(f, f->c, 1, 0, ALL, SH, WSL_LOCK_WAIT, 2), 1);
+	assert_int_equal(table_reclaim(f->t, f->a, &q), 0);
+	/* A conflicting reclaim is refused. */
+	assert_int_equal(table_reclaim(f->t, f->b, &q), -EAGAIN);
+	assert_int_equal(nev, 0);
+	table_set_grace(f->t, 0);
+	assert_int_equal(nev, 0);	/* c still waits for a */
+	assert_int_equal(ul(f, f->a, 1, 0, ALL), 0);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].reqid, 2);
+}
+
+static int
+token_of(const struct table_entry *e, void *arg)
+{
+	*(uint64_t *)arg = e->token;
+	return 1;
+}
+
+static void
+t_reclaim_keeps_token(void **state)
+{
+	struct fx		*f = *state;
+	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 0, 10, SH,
+				    0, 0, 42 };
+	uint64_t		 t = 0;
+
+	table_set_grace(f->t, 1);
+	assert_int_equal(table_reclaim(f->t, f->a, &q), 0);
+	/* Shared reclaims by two owners coexist. */
+	assert_int_equal(table_reclaim(f->t, f->b, &q), 0);
+	table_walk(f->t, f->a, token_of, &t);
+	assert_int_equal(t, 42);
+	table_set_grace(f->t, 0);
+}
+
+static void
+t_resync_drops_unannounced(void **state)
+{
+	struct fx		*f = *state;
+	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 0, 10, EX,
+				    0, 0, 0 };
+
+	assert_int_equal(lk(f, f->a, 1, 0, 10, EX, 0, 1), 0);
+	assert_int_equal(lk(f, f->a, 1, 20, 30, EX, 0, 2), 0);
+	assert_int_equal(lk(f, f->b, 1, 20, 30, EX, WSL_LOCK_WAIT, 3), 1);
+	table_sess_resync_begin(f->t, f->a);
+	assert_int_equal(table_reclaim(f->t, f->a, &q), 0);
+	table_sess_resync_end(f->t, f->a);
+	expect(f, f->a, "0-10:X");
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].reqid, 3);
+}
+
+static void
+t_limits(void **state)
+{
+	struct fx	*f = *state;
+	char		 key[16];
+	int		 i;
+
+	for (i = 0; i < 64; i++) {
+		snprintf(key, sizeof key, "k%d", i);
+		assert_int_equal(lkey(f, f->a, key, EX, 0, i), 0);
+	}
+	assert_int_equal(lkey(f, f->a, "one-more", EX, 0, 99), -EDQUOT);
+	/* Re-locking what it holds is not growth. */
+	assert_int_equal(lkey(f, f->a, "k1", SH, 0, 100), 0);
+	for (i = 0; i < 8; i++) {
+		snprintf(key, sizeof key, "k%d", i);
+		assert_int_equal(lkey(f, f->b, key, EX, WSL_LOCK_WAIT, i), 1);
+	}
+	assert_int_equal(lkey(f, f->b, "k9", EX, WSL_LOCK_WAIT, 9), -EDQUOT);
+	assert_int_equal(table_sess_nwaiters(f->b), 8);
+}
+
+static void
+t_invalid(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lk(f, f->a, 1, 10, 10, EX, 0, 1), -EINVAL);
+	assert_int_equal(lk(f, f->a, 1, 10, 5, EX, 0, 1), -EINVAL);
+	assert_int_equal(lk(f, f->a, 1, 0, 5, 3, 0, 1), -EINVAL);
+	assert_int_equal(table_nkeys(f->t), 0);
+}
+
+static void
+t_many_keys(void **state)
+{
+	struct fx	*f = *state;
+	char		 key[16];
+	int		 i;
+
+	table_free(f->t);
+	f->t = table_new(&ops, NULL, 100000, 10);
+	for (i = 0; i < 5000; i++) {
+		snprintf(key, sizeof key, "key-%d", i);
+		assert_int_equal(lkey(f, f->a, key, EX, 0, i), 0);
+	}
+	assert_int_equal(table_nkeys(f->t), 5000);
+	for (i = 0; i < 5000; i++) {
+		snprintf(key, sizeof key, "key-%d", i);
+		assert_int_equal(lkey(f, f->b, key, SH, 0, i), -EAGAIN);
+	}
+	table_sess_release(f->t, f->a);
+	assert_int_equal(table_nkeys(f->t), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(t_exclusive_conflict, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_shared_compatible, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_wait_and_grant, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_disjoint_ranges, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_split_on_unlock, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_merge, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_mode_change_splits, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_upgrade_alone, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_upgrade_waits_for_holders, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_upgrade_not_behind_waiter, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_downgrade_admits_readers, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_fifo_no_writer_starvation, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_fifo_disjoint_waiters_pass, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_fifo_order_many, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_cancel, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_expiry_releases_and_grants, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_drop_waiters_keeps_locks, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_revoke_cached, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_revoke_after_grant, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_uncached_no_revoke, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_tokens_grow, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_test_reports_conflict, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_grace, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_reclaim_keeps_token, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_resync_drops_unannounced, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_invalid, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_many_keys, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
