@@ -7,3 +7,23 @@ fs_wsfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIH_CFLAGS) \
 	$(UUID_CFLAGS)
 fs_wsfs_LDADD = $(FUSE_LIBS) $(URING_LIBS) $(INIH_LIBS) $(UUID_LIBS) -lpthread
 dist_man_MANS += fs/wsfs.8 fs/wsfs.conf.5
+
+if HAVE_CMOCKA
+UNIT_TESTS += tests/unit/test_symlink tests/unit/test_conf
+check_PROGRAMS += tests/unit/test_symlink tests/unit/test_conf
+tests_unit_test_symlink_SOURCES = tests/unit/test_symlink.c fs/symlink.c
+tests_unit_test_symlink_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_symlink_LDADD = $(CMOCKA_LIBS)
+tests_unit_test_conf_SOURCES = tests/unit/test_conf.c fs/conf.c
+tests_unit_test_conf_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_conf_LDADD = $(CMOCKA_LIBS) $(INIH_LIBS)
+endif
+
+FUZZ_TARGETS += tests/fuzz/fuzz_symlink tests/fuzz/fuzz_conf
+tests_fuzz_fuzz_symlink_SOURCES = tests/fuzz/fuzz_symlink.c fs/symlink.c
+tests_fuzz_fuzz_symlink_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_symlink_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_conf_SOURCES = tests/fuzz/fuzz_conf.c fs/conf.c
+tests_fuzz_fuzz_conf_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_conf_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_conf_LDADD = $(INIH_LIBS)

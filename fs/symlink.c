@@ -122,7 +122,8 @@ symlink_rewrite(const char *target, unsigned int depth, char *out,
 	if (o.len == 0)
 		sl_put(&o, ".", 1);
 	/* A trailing slash asks for a directory; keep that meaning. */
-	if (tlen > 0 && target[tlen - 1] == '/' && o.p[o.len - 1] != '/')
+	if (tlen > 0 && target[tlen - 1] == '/' && o.p[o.len - 1] != '/' &&
+	    strspn(target, "/") != tlen && strcmp(o.p, ".") != 0)
 		sl_put(&o, "/", 1);
 	return o.overflow ? -ENAMETOOLONG : 0;
 }
