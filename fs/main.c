@@ -273,6 +273,8 @@ main(int argc, char **argv)
 			fatalx("could not daemonize");
 		log_open("wsfs", LOG_TO_SYSLOG, verbose);
 	}
+	/* Before any thread starts: capabilities are per thread. */
+	priv_drop();
 	uring_init(wsfs.conf.uring != WS_URING_OFF);
 	log_info("serving %s on %s (kind=%s)", wsfs.source, wsfs.mountpoint,
 	    conf_kind_name(wsfs.conf.kind));
@@ -286,6 +288,7 @@ main(int argc, char **argv)
 	fuse_loop_cfg_destroy(lcfg);
 
 	uring_shutdown();
+	priv_unmount_begin();
 	fuse_session_unmount(wsfs.se);
 	fuse_remove_signal_handlers(wsfs.se);
 	fuse_session_destroy(wsfs.se);

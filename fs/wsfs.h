@@ -89,6 +89,10 @@ int		 inode_openat_beneath(int dirfd, const char *name, int flags,
 		     mode_t mode);
 void		 inode_stats(unsigned long *inodes, unsigned long *fds);
 
+/* priv.c */
+void		 priv_drop(void);
+void		 priv_unmount_begin(void);
+
 /* symlink.c */
 /*
  * Rewrite a stored symlink target for a link whose directory is depth
