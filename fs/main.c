@@ -239,9 +239,6 @@ main(int argc, char **argv)
 		return 1;
 	}
 	check_source(wsfs.source_fd);
-	if ((wsfs.proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY |
-	    O_CLOEXEC)) == -1)
-		fatal("open /proc/self/fd (is /proc mounted?)");
 	if (wsfs.conf.max_fds == 0)
 		wsfs.conf.max_fds = default_max_fds();
 	/* Modes from the kernel are already masked with the caller's umask. */
@@ -273,6 +270,10 @@ main(int argc, char **argv)
 			fatalx("could not daemonize");
 		log_open("wsfs", LOG_TO_SYSLOG, verbose);
 	}
+	/* After the fork of fuse_daemonize: "self" is resolved at open. */
+	if ((wsfs.proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY |
+	    O_CLOEXEC)) == -1)
+		fatal("open /proc/self/fd (is /proc mounted?)");
 	/* Before any thread starts: capabilities are per thread. */
 	priv_drop();
 	uring_init(wsfs.conf.uring != WS_URING_OFF);
