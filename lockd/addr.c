@@ -71,7 +71,7 @@ wsl_addr_parse(const char *s, struct wsl_addr *a)
 	else {
 		errno = 0;
 		p = strtoul(port, &end, 10);
-		if (*port == '\0' || *end != '\0' || errno != 0 || p == 0 ||
+		if (*port == '\0' || *end != '\0' || errno != 0 ||
 		    p > 65535)
 			return -EINVAL;
 		snprintf(x.port, sizeof x.port, "%lu", p);

@@ -24,3 +24,9 @@ tests_fuzz_fuzz_proto_SOURCES = tests/fuzz/fuzz_proto.c lockd/codec.c \
 tests_fuzz_fuzz_proto_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_proto_LDFLAGS = -fsanitize=fuzzer,address,undefined
 endif
+
+sbin_PROGRAMS += lockd/wslockd
+lockd_wslockd_SOURCES = lockd/main.c lockd/server.c lockd/state.c \
+	$(LOCKD_COMMON) lockd/log.c lockd/log.h
+lockd_wslockd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
+lockd_wslockd_LDADD = $(SODIUM_LIBS)

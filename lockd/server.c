@@ -1,0 +1,1258 @@
+/*
+ * The wslockd server: one epoll loop that owns every listening socket,
+ * every client connection, a signalfd and one timerfd. Connections speak
+ * the protocol of PROTOCOL.md; frames are dispatched through a table of
+ * handlers, and the lock semantics live in table.c. A session outlives its
+ * connection until its lease runs out, so a client can reconnect and
+ * resume; its locks are freed when the lease expires. After a restart the
+ * server runs a grace period in which known clients reclaim their locks.
+ *
+ * Anything wrong on one connection (a bad frame, a failed handshake, a
+ * client that does not read) closes that connection only, with a reason in
+ * the log. Closed connections are freed at the end of a loop iteration, so
+ * a handler may close any connection, not only its own.
+ */
+#include "config.h"
+
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "lockd.h"
+#include "log.h"
+
+#define MAX_LISTEN	16
+#define MAX_EVENTS	256
+#define MAX_OUTBUF	(16 * 1024 * 1024)	/* a client that stops reading */
+#define READ_CHUNK	(64 * 1024)
+
+enum ev_kind {
+	EV_LISTEN,
+	EV_CONN,
+	EV_SIGNAL,
+	EV_TIMER,
+};
+
+struct ev {
+	enum ev_kind	kind;
+};
+
+struct listener {
+	struct ev	 ev;
+	int		 fd;
+	int		 is_unix;
+	char		 name[300];
+};
+
+enum conn_state {
+	C_HELLO,	/* waiting for HELLO */
+	C_AUTH,		/* TCP: CHALLENGE sent, waiting for AUTH */
+	C_READY,	/* authenticated, attached to a session */
+};
+
+struct session;
+
+struct conn {
+	struct ev		 ev;
+	int			 fd;
+	int			 is_unix;
+	int			 dead;
+	int			 pollout;	/* EPOLLOUT armed */
+	int			 dirty;		/* on the flush list */
+	enum conn_state		 state;
+	char			 peer[96];
+	struct wsl_buf		 in;
+	struct wsl_buf		 out;
+	uint8_t			 snonce[WSL_NONCE_LEN];
+	uint8_t			 cnonce[WSL_NONCE_LEN];
+	uint64_t		 client_id;
+	uint32_t		 hello_flags;
+	char			 name[WSL_MAX_NAME + 1];
+	struct session		*sess;
+	TAILQ_ENTRY(conn)	 entry;		/* all or dead */
+	TAILQ_ENTRY(conn)	 dentry;	/* flush list */
+};
+TAILQ_HEAD(conns, conn);
+
+struct session {
+	uint64_t		 id;
+	uint64_t		 client_id;
+	char			 name[WSL_MAX_NAME + 1];
+	struct table_sess	*ts;
+	struct conn		*conn;		/* NULL while detached */
+	uint64_t		 expires;	/* ms, CLOCK_BOOTTIME */
+	int			 reclaiming;	/* until RECLAIM_DONE */
+	TAILQ_ENTRY(session)	 entry;		/* by expiry, soonest first */
+};
+TAILQ_HEAD(sessions, session);
+
+struct server {
+	const struct server_conf *conf;
+	int			 epfd;
+	struct ev		 sigev;
+	int			 sigfd;
+	struct ev		 timerev;
+	int			 timerfd;
+	struct listener		 listeners[MAX_LISTEN];
+	size_t			 nlisteners;
+	uint8_t			*key;
+	size_t			 keylen;
+	struct table		*table;
+	struct state		*state;
+	uint32_t		 epoch;
+	uint32_t		 counter;
+	uint64_t		 last_token;
+	uint64_t		 next_session;
+	struct conns		 conns;
+	struct conns		 dead;
+	struct conns		 flush;
+	size_t			 nconns;
+	struct sessions		 sessions;
+	size_t			 nsessions;
+	int			 grace;
+	uint64_t		 grace_end;
+	uint64_t		*pending;	/* known clients yet to reclaim */
+	size_t			 npending;
+	int			 quit;
+};
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Fencing tokens: epoch in the high 32 bits, a counter in the low 32. The
+ * epoch is persisted before its first token, so every token of this run is
+ * above every token of any earlier run. When the counter runs out a new
+ * epoch starts; if that cannot be persisted no token may be issued.
+ */
+static uint64_t
+srv_token(void *arg)
+{
+	struct server	*srv = arg;
+	int		 r;
+
+	if (srv->counter == UINT32_MAX) {
+		if ((r = state_next_epoch(srv->state)) < 0)
+			fatalx("cannot persist a new epoch: %s", strerror(-r));
+		srv->epoch = state_epoch(srv->state);
+		srv->counter = 0;
+	}
+	srv->last_token = ((uint64_t)srv->epoch << 32) | ++srv->counter;
+	return srv->last_token;
+}
+
+static void
+conn_dirty(struct server *srv, struct conn *c)
+{
+	if (!c->dirty && !c->dead) {
+		c->dirty = 1;
+		TAILQ_INSERT_TAIL(&srv->flush, c, dentry);
+	}
+}
+
+static void
+srv_grant(void *arg, struct table_sess *ts, uint64_t reqid, uint64_t token)
+{
+	struct server	*srv = arg;
+	struct session	*s = table_sess_udata(ts);
+
+	if (s->conn == NULL)
+		return;
+	if (wsl_enc_grant(&s->conn->out, reqid, token) < 0)
+		log_limited(LOG_ERR, "grant", "out of memory queueing a grant");
+	conn_dirty(srv, s->conn);
+	log_debug("session %" PRIu64 ": grant req %" PRIu64 " token %#" PRIx64,
+	    s->id, reqid, token);
+}
+
+static void
+srv_revoke(void *arg, struct table_sess *ts, const uint8_t *key,
+    size_t keylen, uint64_t owner, uint64_t start, uint64_t end,
+    uint64_t token)
+{
+	struct server		*srv = arg;
+	struct session		*s = table_sess_udata(ts);
+	struct wsl_revoke	 v = { owner, start, end, token, key, keylen };
+
+	if (s->conn == NULL)
+		return;
+	if (wsl_enc_revoke(&s->conn->out, &v) < 0)
+		log_limited(LOG_ERR, "revoke", "out of memory queueing a revoke");
+	conn_dirty(srv, s->conn);
+}
+
+static const struct table_ops srv_table_ops = {
+	srv_token, srv_grant, srv_revoke,
+};
+
+/* Arm the timer for the next lease expiry or the end of grace. */
+static void
+timer_update(struct server *srv)
+{
+	struct itimerspec	 its;
+	struct session		*s;
+	uint64_t		 next = 0, now = now_ms();
+
+	if ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
+		next = s->expires;
+	if (srv->grace && (next == 0 || srv->grace_end < next))
+		next = srv->grace_end;
+	memset(&its, 0, sizeof its);
+	if (next != 0) {
+		next = next > now ? next - now : 1;
+		its.it_value.tv_sec = next / 1000;
+		its.it_value.tv_nsec = (next % 1000) * 1000000;
+	}
+	if (timerfd_settime(srv->timerfd, 0, &its, NULL) < 0)
+		fatal("timerfd_settime");
+}
+
+static void
+conn_close(struct server *srv, struct conn *c, const char *why)
+{
+	struct session	*s = c->sess;
+
+	if (c->dead)
+		return;
+	if (why != NULL)
+		log_info("%s: closing connection: %s", c->peer, why);
+	c->dead = 1;
+	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	if (c->dirty) {
+		TAILQ_REMOVE(&srv->flush, c, dentry);
+		c->dirty = 0;
+	}
+	TAILQ_REMOVE(&srv->conns, c, entry);
+	TAILQ_INSERT_TAIL(&srv->dead, c, entry);
+	srv->nconns--;
+	if (s != NULL) {
+		/* The session waits for a resume until its lease runs out. */
+		s->conn = NULL;
+		c->sess = NULL;
+		table_sess_drop_waiters(srv->table, s->ts);
+	}
+}
+
+static void
+conn_flush(struct server *srv, struct conn *c)
+{
+	struct epoll_event	ev;
+	ssize_t			n;
+	size_t			left;
+
+	while ((left = wsl_buf_pending(&c->out)) > 0) {
+		n = send(c->fd, c->out.data + c->out.off, left, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n < 0) {
+			conn_close(srv, c, strerror(errno));
+			return;
+		}
+		wsl_buf_consume(&c->out, n);
+	}
+	if (wsl_buf_pending(&c->out) > MAX_OUTBUF) {
+		conn_close(srv, c, "client does not read its replies");
+		return;
+	}
+	if ((left > 0) != c->pollout) {
+		c->pollout = left > 0;
+		ev.events = EPOLLIN | (c->pollout ? EPOLLOUT : 0);
+		ev.data.ptr = c;
+		if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+			conn_close(srv, c, "epoll_ctl failed");
+	}
+}
+
+/* Send an error, then close: the peer learns why before the EOF. */
+static int
+conn_fail(struct server *srv, struct conn *c, uint64_t id, uint32_t code,
+    const char *why)
+{
+	if (wsl_enc_error(&c->out, id, code, why) == 0)
+		conn_flush(srv, c);
+	conn_close(srv, c, why);
+	return -1;
+}
+
+static void
+session_touch(struct server *srv, struct session *s)
+{
+	s->expires = now_ms() + srv->conf->lease_ms;
+	if (TAILQ_NEXT(s, entry) != NULL) {
+		TAILQ_REMOVE(&srv->sessions, s, entry);
+		TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
+	}
+}
+
+static void
+pending_remove(struct server *srv, uint64_t client_id)
+{
+	size_t	i;
+
+	for (i = 0; i < srv->npending; i++) {
+		if (srv->pending[i] == client_id) {
+			srv->pending[i] = srv->pending[--srv->npending];
+			return;
+		}
+	}
+}
+
+static int
+pending_has(struct server *srv, uint64_t client_id)
+{
+	size_t	i;
+
+	for (i = 0; i < srv->npending; i++)
+		if (srv->pending[i] == client_id)
+			return 1;
+	return 0;
+}
+
+static void
+grace_end(struct server *srv, const char *why)
+{
+	size_t	i;
+	int	r;
+
+	if (!srv->grace)
+		return;
+	log_info("grace period over: %s", why);
+	/* Known clients that did not come back lost their locks. */
+	for (i = 0; i < srv->npending; i++)
+		if ((r = state_del_client(srv->state, srv->pending[i])) < 0)
+			log_err("cannot update state: %s", strerror(-r));
+	srv->npending = 0;
+	srv->grace = 0;
+	table_set_grace(srv->table, 0);
+	timer_update(srv);
+}
+
+/* End a session: locks freed, next waiters granted, client forgotten. */
+static void
+session_end(struct server *srv, struct session *s, const char *why)
+{
+	int	r;
+
+	log_info("session %" PRIu64 " (%s): %s", s->id, s->name, why);
+	if (s->conn != NULL) {
+		s->conn->sess = NULL;
+		conn_close(srv, s->conn, NULL);
+		s->conn = NULL;
+	}
+	TAILQ_REMOVE(&srv->sessions, s, entry);
+	srv->nsessions--;
+	table_sess_free(srv->table, s->ts);
+	if ((r = state_del_client(srv->state, s->client_id)) < 0)
+		log_err("cannot update state: %s", strerror(-r));
+	if (srv->grace) {
+		pending_remove(srv, s->client_id);
+		if (srv->npending == 0)
+			grace_end(srv, "every known client is back");
+	}
+	free(s);
+	timer_update(srv);
+}
+
+static struct session *
+session_find(struct server *srv, uint64_t client_id)
+{
+	struct session	*s;
+
+	TAILQ_FOREACH(s, &srv->sessions, entry)
+		if (s->client_id == client_id)
+			return s;
+	return NULL;
+}
+
+static int
+session_new(struct server *srv, struct conn *c, struct session **out)
+{
+	struct session	*s;
+	int		 r;
+
+	if ((s = calloc(1, sizeof *s)) == NULL)
+		return -ENOMEM;
+	s->id = ++srv->next_session;
+	s->client_id = c->client_id;
+	memcpy(s->name, c->name, sizeof s->name);
+	if ((s->ts = table_sess_new(srv->table, s->id, s)) == NULL) {
+		free(s);
+		return -ENOMEM;
+	}
+	/* Remember the client before it can hold anything worth reclaiming. */
+	if ((r = state_add_client(srv->state, s->client_id)) < 0) {
+		table_sess_free(srv->table, s->ts);
+		free(s);
+		return r;
+	}
+	s->expires = now_ms() + srv->conf->lease_ms;
+	TAILQ_INSERT_TAIL(&srv->sessions, s, entry);
+	srv->nsessions++;
+	*out = s;
+	return 0;
+}
+
+/* Authenticated: attach the connection to a new or resumed session. */
+static int
+conn_welcome(struct server *srv, struct conn *c, uint64_t id)
+{
+	struct wsl_welcome	 w;
+	struct session		*s;
+	uint64_t		 now = now_ms();
+	int			 r;
+
+	memset(&w, 0, sizeof w);
+	s = session_find(srv, c->client_id);
+	if (s != NULL && (c->hello_flags & WSL_HELLO_RESUME)) {
+		if (s->conn != NULL)
+			conn_close(srv, s->conn, "replaced by a new connection");
+		table_sess_resync_begin(srv->table, s->ts);
+		s->reclaiming = 1;
+		w.flags = WSL_WELCOME_RESUMED;
+		session_touch(srv, s);
+	} else {
+		if (s != NULL)
+			session_end(srv, s, "replaced by a fresh session");
+		if ((r = session_new(srv, c, &s)) < 0) {
+			log_err("cannot create a session: %s", strerror(-r));
+			return conn_fail(srv, c, id, WSL_E_LIMIT,
+			    "cannot create a session");
+		}
+		w.flags = WSL_WELCOME_NEW;
+		if (srv->grace && (c->hello_flags & WSL_HELLO_RESUME) &&
+		    pending_has(srv, c->client_id)) {
+			w.flags = WSL_WELCOME_GRACE;
+			s->reclaiming = 1;
+		} else if (srv->grace) {
+			/* A known client starting afresh reclaims nothing. */
+			pending_remove(srv, c->client_id);
+			if (srv->npending == 0)
+				grace_end(srv, "every known client is back");
+		}
+	}
+	if (srv->grace)
+		w.grace_ms = srv->grace_end > now ? srv->grace_end - now : 0;
+	s->conn = c;
+	c->sess = s;
+	c->state = C_READY;
+	w.session = s->id;
+	w.lease_ms = srv->conf->lease_ms;
+	w.epoch = srv->epoch;
+	w.max_frame = srv->conf->max_frame;
+	w.max_locks = srv->conf->max_locks;
+	w.max_waiters = srv->conf->max_waiters;
+	if (!c->is_unix)
+		wsl_mac(srv->key, srv->keylen, "wslock1 server", c->cnonce,
+		    c->snonce, c->client_id, w.mac);
+	if (wsl_enc_welcome(&c->out, id, &w) < 0)
+		return conn_fail(srv, c, id, WSL_E_LIMIT, "out of memory");
+	log_info("%s: session %" PRIu64 " for client %016" PRIx64 " (%.*s)%s",
+	    c->peer, s->id, s->client_id, (int)strlen(s->name), s->name,
+	    (w.flags & WSL_WELCOME_RESUMED) ? ", resumed" :
+	    (w.flags & WSL_WELCOME_GRACE) ? ", reclaiming" : "");
+	timer_update(srv);
+	return 0;
+}
+
+static int
+h_hello(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	struct wsl_hello	h;
+	struct ucred		cred;
+	socklen_t		len = sizeof cred;
+
+	if (wsl_dec_hello(f, &h) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed HELLO");
+	c->client_id = h.client_id;
+	c->hello_flags = h.flags;
+	memcpy(c->cnonce, h.nonce, WSL_NONCE_LEN);
+	memcpy(c->name, h.name, h.namelen);
+	c->name[h.namelen] = '\0';
+	if (c->is_unix) {
+		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred,
+		    &len) < 0)
+			return conn_fail(srv, c, f->id, WSL_E_PERM,
+			    "no peer credentials");
+		if (cred.uid != 0 && cred.uid != geteuid()) {
+			log_warn("%s: refusing uid %u", c->peer,
+			    (unsigned)cred.uid);
+			return conn_fail(srv, c, f->id, WSL_E_PERM,
+			    "peer uid not allowed");
+		}
+		return conn_welcome(srv, c, f->id);
+	}
+	randombytes_buf(c->snonce, sizeof c->snonce);
+	if (wsl_enc_challenge(&c->out, f->id, c->snonce) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_LIMIT, "out of memory");
+	c->state = C_AUTH;
+	return 0;
+}
+
+static int
+h_auth(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	uint8_t	mac[WSL_MAC_LEN], want[WSL_MAC_LEN];
+
+	if (wsl_dec_nonce(f, mac) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed AUTH");
+	wsl_mac(srv->key, srv->keylen, "wslock1 client", c->snonce, c->cnonce,
+	    c->client_id, want);
+	if (sodium_memcmp(mac, want, sizeof mac) != 0) {
+		log_warn("%s: authentication failed (wrong cluster key?)",
+		    c->peer);
+		return conn_fail(srv, c, f->id, WSL_E_PERM,
+		    "authentication failed");
+	}
+	return conn_welcome(srv, c, f->id);
+}
+
+static int
+reply_err(struct conn *c, uint64_t id, int err)
+{
+	static const struct {
+		int		 err;
+		uint32_t	 code;
+	} map[] = {
+		{ -EAGAIN, WSL_E_AGAIN },
+		{ -EBUSY, WSL_E_GRACE },
+		{ -EDQUOT, WSL_E_LIMIT },
+		{ -ENOMEM, WSL_E_LIMIT },
+		{ -EINVAL, WSL_E_INVAL },
+		{ -ENOENT, WSL_E_NOENT },
+	};
+	size_t	i;
+
+	for (i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (map[i].err == err)
+			return wsl_enc_error(&c->out, id, map[i].code,
+			    wsl_err_name(map[i].code));
+	return wsl_enc_error(&c->out, id, WSL_E_INVAL, strerror(-err));
+}
+
+static int
+h_renew(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	if (wsl_dec_empty(f) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed RENEW");
+	return wsl_enc_ok(&c->out, f->id, 0) < 0 ? -1 : 0;
+}
+
+static int
+h_bye(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	if (wsl_dec_empty(f) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed BYE");
+	if (wsl_enc_ok(&c->out, f->id, 0) == 0)
+		conn_flush(srv, c);
+	session_end(srv, c->sess, "ended by the client");
+	conn_close(srv, c, NULL);
+	return -1;
+}
+
+static int
+h_lock(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	struct wsl_lockreq	q;
+	struct table_req	tq;
+	struct table_entry	e;
+	struct wsl_conflict	wc;
+	uint64_t		token = 0;
+	int			r;
+
+	if (wsl_dec_lock(f, &q) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed LOCK");
+	tq = (struct table_req){ q.key, q.keylen, q.owner, q.start, q.end,
+	    q.mode, q.flags, f->id, 0 };
+	memset(&e, 0, sizeof e);
+	r = table_lock(srv->table, c->sess->ts, &tq, &token, &e);
+	if (r == 0)
+		return wsl_enc_ok(&c->out, f->id, token);
+	if (r == 1)
+		return wsl_enc_empty(&c->out, WSL_QUEUED, f->id);
+	if (r == -EAGAIN && (q.flags & WSL_LOCK_TEST) && e.sess != NULL) {
+		wc.session = table_sess_id(e.sess);
+		wc.owner = e.owner;
+		wc.start = e.start;
+		wc.end = e.end;
+		wc.mode = e.mode;
+		return wsl_enc_conflict(&c->out, f->id, &wc);
+	}
+	return reply_err(c, f->id, r);
+}
+
+static int
+h_unlock(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	struct wsl_lockreq	q;
+	struct table_req	tq;
+	int			r;
+
+	if (wsl_dec_lock(f, &q) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL,
+		    "malformed UNLOCK");
+	tq = (struct table_req){ q.key, q.keylen, q.owner, q.start, q.end,
+	    0, 0, f->id, 0 };
+	if ((r = table_unlock(srv->table, c->sess->ts, &tq)) < 0)
+		return reply_err(c, f->id, r);
+	return wsl_enc_ok(&c->out, f->id, 0);
+}
+
+static int
+h_cancel(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	uint64_t	target;
+	int		r;
+
+	if (wsl_dec_cancel(f, &target) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL,
+		    "malformed CANCEL");
+	if ((r = table_cancel(srv->table, c->sess->ts, target)) < 0)
+		return reply_err(c, f->id, r);
+	/* The waiting request is answered first, then the cancel. */
+	if (wsl_enc_error(&c->out, target, WSL_E_CANCELED, "cancelled") < 0)
+		return -1;
+	return wsl_enc_ok(&c->out, f->id, 0);
+}
+
+static int
+h_reclaim(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	struct wsl_lockreq	q;
+	struct table_req	tq;
+	int			r;
+
+	if (wsl_dec_lock(f, &q) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL,
+		    "malformed RECLAIM");
+	if (!c->sess->reclaiming)
+		return wsl_enc_error(&c->out, f->id, WSL_E_PROTO,
+		    "not reclaiming");
+	/* A token from the future was never issued: refuse it. */
+	if (q.token == 0 || q.token > srv->last_token)
+		return wsl_enc_error(&c->out, f->id, WSL_E_STALE,
+		    "unknown token");
+	tq = (struct table_req){ q.key, q.keylen, q.owner, q.start, q.end,
+	    q.mode, q.flags, f->id, q.token };
+	r = table_reclaim(srv->table, c->sess->ts, &tq);
+	if (r == -EAGAIN) {
+		log_warn("session %" PRIu64 ": reclaim of token %#" PRIx64
+		    " refused: conflict", c->sess->id, q.token);
+		return wsl_enc_error(&c->out, f->id, WSL_E_STALE,
+		    "conflicts with another holder");
+	}
+	if (r < 0)
+		return reply_err(c, f->id, r);
+	return wsl_enc_ok(&c->out, f->id, q.token);
+}
+
+static int
+h_reclaim_done(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	struct session	*s = c->sess;
+
+	if (wsl_dec_empty(f) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL,
+		    "malformed RECLAIM_DONE");
+	if (s->reclaiming) {
+		s->reclaiming = 0;
+		table_sess_resync_end(srv->table, s->ts);
+		if (srv->grace) {
+			pending_remove(srv, s->client_id);
+			if (srv->npending == 0)
+				grace_end(srv, "every known client is back");
+		}
+	}
+	return wsl_enc_ok(&c->out, f->id, 0);
+}
+
+struct list_ctx {
+	struct server	*srv;
+	struct conn	*c;
+	uint64_t	 id;
+	int		 err;
+};
+
+static int
+list_entry(const struct table_entry *e, void *arg)
+{
+	struct list_ctx	*lc = arg;
+	struct wsl_item	 it;
+
+	memset(&it, 0, sizeof it);
+	it.kind = e->kind;
+	it.session = table_sess_id(e->sess);
+	it.owner = e->owner;
+	it.start = e->start;
+	it.end = e->end;
+	it.token = e->kind == WSL_ITEM_HOLDER ? e->token : e->reqid;
+	it.mode = e->mode;
+	it.flags = e->cached ? WSL_LOCK_CACHED : 0;
+	it.data = e->key;
+	it.datalen = e->keylen;
+	return (lc->err = wsl_enc_item(&lc->c->out, lc->id, &it));
+}
+
+static int
+h_list(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	struct list_ctx	 lc = { srv, c, f->id, 0 };
+	struct wsl_item	 it;
+	struct session	*s;
+	uint64_t	 now = now_ms();
+	int		 r;
+
+	if (wsl_dec_empty(f) < 0)
+		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed LIST");
+	TAILQ_FOREACH(s, &srv->sessions, entry) {
+		memset(&it, 0, sizeof it);
+		it.kind = WSL_ITEM_SESSION;
+		it.session = s->id;
+		it.client_id = s->client_id;
+		it.lease_left_ms = s->expires > now ? s->expires - now : 0;
+		it.connected = s->conn != NULL;
+		it.data = (const uint8_t *)s->name;
+		it.datalen = strlen(s->name);
+		if ((r = wsl_enc_item(&c->out, f->id, &it)) < 0)
+			return r;
+	}
+	if (table_walk(srv->table, NULL, list_entry, &lc) != 0)
+		return lc.err;
+	return wsl_enc_empty(&c->out, WSL_LIST_END, f->id);
+}
+
+/* The dispatch table: which message is valid in which state. */
+static const struct {
+	uint16_t	 type;
+	enum conn_state	 state;
+	int		 (*fn)(struct server *, struct conn *,
+			    const struct wsl_frame *);
+} handlers[] = {
+	{ WSL_HELLO, C_HELLO, h_hello },
+	{ WSL_AUTH, C_AUTH, h_auth },
+	{ WSL_RENEW, C_READY, h_renew },
+	{ WSL_BYE, C_READY, h_bye },
+	{ WSL_RECLAIM_DONE, C_READY, h_reclaim_done },
+	{ WSL_LOCK, C_READY, h_lock },
+	{ WSL_UNLOCK, C_READY, h_unlock },
+	{ WSL_CANCEL, C_READY, h_cancel },
+	{ WSL_RECLAIM, C_READY, h_reclaim },
+	{ WSL_LIST, C_READY, h_list },
+};
+
+/* Returns 0 to go on, -1 when the connection was closed. */
+static int
+conn_dispatch(struct server *srv, struct conn *c, const struct wsl_frame *f)
+{
+	char	why[96];
+	size_t	i;
+	int	r;
+
+	for (i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
+		if (handlers[i].type == f->type)
+			break;
+	if (i == sizeof handlers / sizeof handlers[0]) {
+		snprintf(why, sizeof why, "unknown message type %#06x",
+		    f->type);
+		return conn_fail(srv, c, f->id, WSL_E_PROTO, why);
+	}
+	if (handlers[i].state != c->state) {
+		snprintf(why, sizeof why, "%s not allowed %s",
+		    wsl_type_name(f->type), c->state == C_READY ?
+		    "after authentication" : "before authentication");
+		return conn_fail(srv, c, f->id, WSL_E_PROTO, why);
+	}
+	if (c->state == C_READY)
+		session_touch(srv, c->sess);
+	if ((r = handlers[i].fn(srv, c, f)) < 0 && !c->dead)
+		return conn_fail(srv, c, f->id, WSL_E_LIMIT, "out of memory");
+	if (c->dead)
+		return -1;
+	conn_dirty(srv, c);
+	return 0;
+}
+
+static void
+conn_read(struct server *srv, struct conn *c)
+{
+	struct wsl_frame	f;
+	ssize_t			n;
+	int			len;
+	char			why[64];
+
+	for (;;) {
+		if (wsl_buf_reserve(&c->in, READ_CHUNK) < 0) {
+			conn_close(srv, c, "out of memory");
+			return;
+		}
+		n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len,
+		    0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n < 0) {
+			conn_close(srv, c, strerror(errno));
+			return;
+		}
+		if (n == 0) {
+			if (wsl_buf_pending(&c->in) > 0)
+				conn_close(srv, c, "truncated frame at EOF");
+			else
+				conn_close(srv, c, c->state == C_READY ?
+				    "disconnected" : NULL);
+			return;
+		}
+		c->in.len += n;
+		while ((len = wsl_frame_decode(c->in.data + c->in.off,
+		    wsl_buf_pending(&c->in), srv->conf->max_frame, &f)) > 0) {
+			if (conn_dispatch(srv, c, &f) < 0)
+				return;
+			wsl_buf_consume(&c->in, len);
+		}
+		if (len < 0) {
+			snprintf(why, sizeof why, "bad frame: %s",
+			    len == -EMSGSIZE ? "oversized" :
+			    len == -EPROTONOSUPPORT ? "unsupported version" :
+			    "length shorter than header");
+			conn_fail(srv, c, 0, len == -EPROTONOSUPPORT ?
+			    WSL_E_VERSION : WSL_E_PROTO, why);
+			return;
+		}
+		if ((size_t)n < READ_CHUNK)
+			break;
+	}
+}
+
+static void
+listener_accept(struct server *srv, struct listener *l)
+{
+	struct sockaddr_storage	 ss;
+	struct epoll_event	 ev;
+	struct conn		*c;
+	socklen_t		 len;
+	char			 host[NI_MAXHOST], serv[NI_MAXSERV];
+	int			 fd, one = 1;
+
+	for (;;) {
+		len = sizeof ss;
+		fd = accept4(l->fd, (struct sockaddr *)&ss, &len,
+		    SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				log_limited(LOG_WARNING, "accept",
+				    "accept on %s: %s", l->name,
+				    strerror(errno));
+			return;
+		}
+		if (srv->nconns >= srv->conf->max_conns ||
+		    (c = calloc(1, sizeof *c)) == NULL) {
+			log_limited(LOG_WARNING, "maxconns",
+			    "refusing a connection on %s: %zu connections",
+			    l->name, srv->nconns);
+			close(fd);
+			continue;
+		}
+		c->ev.kind = EV_CONN;
+		c->fd = fd;
+		c->is_unix = l->is_unix;
+		c->state = C_HELLO;
+		if (l->is_unix)
+			snprintf(c->peer, sizeof c->peer, "unix:%d", fd);
+		else {
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			    sizeof one);
+			if (getnameinfo((struct sockaddr *)&ss, len, host,
+			    sizeof host, serv, sizeof serv,
+			    NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+				snprintf(c->peer, sizeof c->peer, "%.60s:%s",
+				    host, serv);
+			else
+				snprintf(c->peer, sizeof c->peer, "tcp:%d",
+				    fd);
+		}
+		ev.events = EPOLLIN;
+		ev.data.ptr = c;
+		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			log_warn("epoll_ctl: %s", strerror(errno));
+			close(fd);
+			free(c);
+			continue;
+		}
+		TAILQ_INSERT_TAIL(&srv->conns, c, entry);
+		srv->nconns++;
+		log_debug("%s: connected on %s", c->peer, l->name);
+	}
+}
+
+static void
+timer_fire(struct server *srv)
+{
+	struct session	*s;
+	uint64_t	 exp, now = now_ms();
+	struct conn	*c;
+
+	if (read(srv->timerfd, &exp, sizeof exp) < 0 && errno != EAGAIN)
+		log_warn("timerfd read: %s", strerror(errno));
+	while ((s = TAILQ_FIRST(&srv->sessions)) != NULL && s->expires <= now) {
+		if ((c = s->conn) != NULL) {
+			wsl_enc_empty(&c->out, WSL_EXPIRED, 0);
+			conn_flush(srv, c);
+		}
+		session_end(srv, s, "lease expired");
+	}
+	if (srv->grace && srv->grace_end <= now)
+		grace_end(srv, "timeout");
+	timer_update(srv);
+}
+
+static void
+signal_fire(struct server *srv)
+{
+	struct signalfd_siginfo	si;
+
+	while (read(srv->sigfd, &si, sizeof si) == sizeof si) {
+		switch (si.ssi_signo) {
+		case SIGTERM:
+		case SIGINT:
+			log_info("signal %d: shutting down", si.ssi_signo);
+			srv->quit = 1;
+			break;
+		default:
+			log_debug("signal %d ignored", si.ssi_signo);
+			break;
+		}
+	}
+}
+
+/* Refuse to steal the socket of a running server; remove a stale one. */
+static int
+unix_prepare(const struct sockaddr_un *sun)
+{
+	int	fd, r;
+
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	r = connect(fd, (const struct sockaddr *)sun, sizeof *sun);
+	close(fd);
+	if (r == 0)
+		return -EADDRINUSE;
+	if (unlink(sun->sun_path) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+static void
+listener_add(struct server *srv, int fd, int is_unix, const char *spec)
+{
+	struct listener		*l;
+	struct epoll_event	 ev;
+
+	if (srv->nlisteners == MAX_LISTEN)
+		fatalx("too many listen addresses");
+	l = &srv->listeners[srv->nlisteners++];
+	l->ev.kind = EV_LISTEN;
+	l->fd = fd;
+	l->is_unix = is_unix;
+	snprintf(l->name, sizeof l->name, "%s", spec);
+	ev.events = EPOLLIN;
+	ev.data.ptr = l;
+	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		fatal("epoll_ctl");
+}
+
+static void
+listen_unix(struct server *srv, const char *spec, const char *path)
+{
+	struct sockaddr_un	sun;
+	mode_t			old;
+	int			fd, r;
+
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sun.sun_path)
+		fatalx("%s: path too long", spec);
+	memcpy(sun.sun_path, path, strlen(path));
+	if ((r = unix_prepare(&sun)) < 0)
+		fatalx("%s: %s", spec, r == -EADDRINUSE ?
+		    "another server is listening there" : strerror(-r));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0)) < 0)
+		fatal("socket");
+	/* Only root and our own uid may connect; SO_PEERCRED checks again. */
+	old = umask(0077);
+	r = bind(fd, (struct sockaddr *)&sun, sizeof sun);
+	umask(old);
+	if (r < 0 || listen(fd, 1024) < 0)
+		fatal("%s", spec);
+	listener_add(srv, fd, 1, spec);
+}
+
+/* With port 0 the kernel picks one; say which, for tests and admins. */
+static void
+log_tcp_port(int fd, const char *spec)
+{
+	struct sockaddr_storage	ss;
+	socklen_t		len = sizeof ss;
+	char			host[NI_MAXHOST], serv[NI_MAXSERV];
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
+	    getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, serv,
+	    sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+		log_info("listening on %s port %s", host, serv);
+}
+
+static void
+listen_tcp(struct server *srv, const char *spec, const struct wsl_addr *a)
+{
+	struct addrinfo		 hints, *res, *ai;
+	int			 fd, one = 1, r;
+
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	if ((r = getaddrinfo(a->host[0] ? a->host : NULL, a->port, &hints,
+	    &res)) != 0)
+		fatalx("%s: %s", spec, gai_strerror(r));
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		if ((fd = socket(ai->ai_family, ai->ai_socktype |
+		    SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol)) < 0)
+			fatal("socket");
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (ai->ai_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
+			    sizeof one);
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+		    listen(fd, 1024) < 0)
+			fatal("%s", spec);
+		listener_add(srv, fd, 0, spec);
+		log_tcp_port(fd, spec);
+	}
+	freeaddrinfo(res);
+}
+
+static void
+listen_one(struct server *srv, const char *spec)
+{
+	struct wsl_addr	a;
+
+	if (wsl_addr_parse(spec, &a) < 0)
+		fatalx("bad listen address '%s'", spec);
+	if (a.family == AF_UNIX)
+		listen_unix(srv, spec, a.host);
+	else
+		listen_tcp(srv, spec, &a);
+	log_info("listening on %s", spec);
+}
+
+static void
+server_init(struct server *srv, const struct server_conf *conf)
+{
+	struct epoll_event	ev;
+	sigset_t		mask;
+	const char		**p;
+	int			r, tcp = 0;
+
+	memset(srv, 0, sizeof *srv);
+	srv->conf = conf;
+	TAILQ_INIT(&srv->conns);
+	TAILQ_INIT(&srv->dead);
+	TAILQ_INIT(&srv->flush);
+	TAILQ_INIT(&srv->sessions);
+	if (sodium_init() < 0)
+		fatalx("libsodium failed to initialise");
+	for (p = conf->listen; *p != NULL; p++)
+		if (strncmp(*p, "unix:", 5) != 0)
+			tcp = 1;
+	if (tcp || conf->keyfile != NULL) {
+		if (conf->keyfile == NULL)
+			fatalx("TCP listening needs a cluster key (--key)");
+		if ((r = wsl_keyfile_load(conf->keyfile, &srv->key,
+		    &srv->keylen)) < 0)
+			fatalx("key file %s: %s", conf->keyfile,
+			    r == -EPERM ? "readable by others; chmod 600 it" :
+			    r == -EINVAL ? "must be a file of 32 to 4096 bytes" :
+			    strerror(-r));
+	}
+	if ((r = state_open(conf->statedir, &srv->state)) < 0)
+		fatalx("state directory %s: %s", conf->statedir,
+		    strerror(-r));
+	if ((r = state_next_epoch(srv->state)) < 0)
+		fatalx("state directory %s: cannot persist the epoch: %s",
+		    conf->statedir, strerror(-r));
+	srv->epoch = state_epoch(srv->state);
+	srv->last_token = (uint64_t)srv->epoch << 32;
+	if ((srv->table = table_new(&srv_table_ops, srv, conf->max_locks,
+	    conf->max_waiters)) == NULL)
+		fatalx("out of memory");
+	if ((srv->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		fatal("epoll_create1");
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		fatal("sigprocmask");
+	signal(SIGPIPE, SIG_IGN);
+	if ((srv->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0)
+		fatal("signalfd");
+	srv->sigev.kind = EV_SIGNAL;
+	ev.events = EPOLLIN;
+	ev.data.ptr = &srv->sigev;
+	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->sigfd, &ev) < 0)
+		fatal("epoll_ctl");
+	if ((srv->timerfd = timerfd_create(CLOCK_BOOTTIME,
+	    TFD_NONBLOCK | TFD_CLOEXEC)) < 0)
+		fatal("timerfd_create");
+	srv->timerev.kind = EV_TIMER;
+	ev.data.ptr = &srv->timerev;
+	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->timerfd, &ev) < 0)
+		fatal("epoll_ctl");
+
+	for (p = conf->listen; *p != NULL; p++)
+		listen_one(srv, *p);
+
+	/* Clients that had sessions before the restart may reclaim. */
+	srv->npending = state_nclients(srv->state);
+	if (srv->npending > 0) {
+		if ((srv->pending = calloc(srv->npending,
+		    sizeof *srv->pending)) == NULL)
+			fatalx("out of memory");
+		memcpy(srv->pending, state_clients(srv->state),
+		    srv->npending * sizeof *srv->pending);
+		srv->grace = 1;
+		srv->grace_end = now_ms() + conf->grace_ms;
+		table_set_grace(srv->table, 1);
+		log_info("epoch %u: grace period of %u ms for %zu known "
+		    "clients", srv->epoch, conf->grace_ms, srv->npending);
+	} else
+		log_info("epoch %u: no known clients, no grace period",
+		    srv->epoch);
+	timer_update(srv);
+}
+
+static void
+server_shutdown(struct server *srv)
+{
+	struct conn	*c;
+	struct session	*s;
+	size_t		 i;
+
+	for (i = 0; i < srv->nlisteners; i++) {
+		close(srv->listeners[i].fd);
+		if (srv->listeners[i].is_unix)
+			unlink(srv->listeners[i].name + 5);
+	}
+	while ((c = TAILQ_FIRST(&srv->conns)) != NULL)
+		conn_close(srv, c, NULL);
+	while ((c = TAILQ_FIRST(&srv->dead)) != NULL) {
+		TAILQ_REMOVE(&srv->dead, c, entry);
+		wsl_buf_free(&c->in);
+		wsl_buf_free(&c->out);
+		free(c);
+	}
+	/*
+	 * Sessions are not ended: their clients stay in the state directory
+	 * and reclaim in the grace period of the next start.
+	 */
+	while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
+		TAILQ_REMOVE(&srv->sessions, s, entry);
+		table_sess_free(srv->table, s->ts);
+		free(s);
+	}
+	table_free(srv->table);
+	state_close(srv->state);
+	sodium_free(srv->key);
+	free(srv->pending);
+	close(srv->timerfd);
+	close(srv->sigfd);
+	close(srv->epfd);
+}
+
+int
+server_run(const struct server_conf *conf)
+{
+	struct server		 srv;
+	struct epoll_event	 evs[MAX_EVENTS];
+	struct ev		*e;
+	struct conn		*c;
+	int			 n, i;
+
+	server_init(&srv, conf);
+	while (!srv.quit) {
+		if ((n = epoll_wait(srv.epfd, evs, MAX_EVENTS, -1)) < 0) {
+			if (errno == EINTR)
+				continue;
+			fatal("epoll_wait");
+		}
+		for (i = 0; i < n; i++) {
+			e = evs[i].data.ptr;
+			switch (e->kind) {
+			case EV_LISTEN:
+				listener_accept(&srv, (struct listener *)e);
+				break;
+			case EV_SIGNAL:
+				signal_fire(&srv);
+				break;
+			case EV_TIMER:
+				timer_fire(&srv);
+				break;
+			case EV_CONN:
+				c = (struct conn *)e;
+				if (c->dead)
+					break;
+				if (evs[i].events & (EPOLLIN | EPOLLERR |
+				    EPOLLHUP))
+					conn_read(&srv, c);
+				if (!c->dead && (evs[i].events & EPOLLOUT))
+					conn_dirty(&srv, c);
+				break;
+			}
+		}
+		while ((c = TAILQ_FIRST(&srv.flush)) != NULL) {
+			TAILQ_REMOVE(&srv.flush, c, dentry);
+			c->dirty = 0;
+			conn_flush(&srv, c);
+		}
+		while ((c = TAILQ_FIRST(&srv.dead)) != NULL) {
+			TAILQ_REMOVE(&srv.dead, c, entry);
+			wsl_buf_free(&c->in);
+			wsl_buf_free(&c->out);
+			free(c);
+		}
+	}
+	server_shutdown(&srv);
+	return 0;
+}
