@@ -16,6 +16,10 @@ static const struct wsctl_cmd wsctl_cmds[] = {
 	{ "workspace", "create SOURCE/NAME [--owner USER] | rm SOURCE/NAME | "
 	    "list SOURCE [--json]", "create, remove and list workspaces",
 	    cmd_workspace },
+	{ "scratch", "create|hold|end|list [--base DIR] ...",
+	    "create, hold, end and list scratch workspaces", cmd_scratch },
+	{ "sweep", "[--base DIR] [--dry-run] [--ttl-hours H]",
+	    "remove ended and idle scratch workspaces now", cmd_sweep },
 	{ NULL, NULL, NULL, NULL }
 };
 

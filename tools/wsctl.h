@@ -25,4 +25,15 @@ int	wsctl_usage_error(const char *cmd, const char *fmt, ...)
 /* cmd-workspace.c */
 int	cmd_workspace(int, char **);
 
+/* cmd-scratch.c */
+struct scratch_base;
+int	cmd_scratch(int, char **);
+/* The scratch base (--base, else scratch_dir, else the default) and ttl. */
+int	scratch_cmd_conf(const char *, char **, double *);
+/* scratch_base_open with an error message for the user. */
+int	scratch_cmd_open(const char *, int, struct scratch_base **);
+
+/* cmd-sweep.c */
+int	cmd_sweep(int, char **);
+
 #endif
