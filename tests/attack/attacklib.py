@@ -484,7 +484,9 @@ class Layout:
                 self.scan(x, where, found)
 
     def forbidden_names(self):
-        return {self.CONLY, self.TOP, self.CDIR, os.path.basename(self.base),
+        # Not TOP or CDIR: a create through a dangling symlink "../../TOP"
+        # legitimately makes ws/TOP (the target is resolved in the root).
+        return {self.CONLY, os.path.basename(self.base),
                 "src", "mnt", "etc", "proc", "usr", "bin"}
 
     def scan_names(self, names, where, found):
@@ -686,11 +688,24 @@ def ensure_mirror(dirpath, layout, data=b"workspace data\n"):
         os.close(fd)
 
 
-def sweep_atk(root, layout, depth=4):
+def mountpoints():
+    out = set()
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            out.add(line.split()[4].encode().decode("unicode_escape"))
+    return out
+
+
+def sweep_atk(root, layout, depth=4, mps=None):
     """Remove everything the attacker created (ATK* names) under the
-    backing directory root, without following symlinks."""
+    backing directory root, without following symlinks, entering other
+    mounts (class 5 bind-mounts canaries below SOURCE) or moving atime."""
+    if mps is None:
+        mps = mountpoints()
+    if root in mps:
+        return
     try:
-        fd = os.open(root, DIRFLAGS)
+        fd = os.open(root, DIRFLAGS | os.O_NOATIME)
     except OSError:
         return
     try:
@@ -703,7 +718,7 @@ def sweep_atk(root, layout, depth=4):
                 except OSError:
                     continue
                 if stat.S_ISDIR(st.st_mode):
-                    sweep_atk(os.path.join(root, n), layout, depth - 1)
+                    sweep_atk(os.path.join(root, n), layout, depth - 1, mps)
     finally:
         os.close(fd)
 
