@@ -77,11 +77,14 @@ has_prefix(const char *const *list, const char *s)
  * everything else on top of the loaded file.
  */
 static void
-apply_opts(char *opts, int pass, const char **config, char *kopts,
+apply_opts(const char *optstr, int pass, char **config, char *kopts,
     size_t klen)
 {
-	char	 err[256], *o, *save = NULL, *val;
+	char	 err[256], *opts, *o, *save = NULL, *val;
 
+	/* Each pass splits its own copy; config= values must outlive it. */
+	if ((opts = strdup(optstr)) == NULL)
+		fatal("strdup");
 	for (o = strtok_r(opts, ",", &save); o != NULL;
 	    o = strtok_r(NULL, ",", &save)) {
 		if ((val = strchr(o, '=')) != NULL)
@@ -89,8 +92,11 @@ apply_opts(char *opts, int pass, const char **config, char *kopts,
 		if (strcmp(o, "config") == 0) {
 			if (val == NULL || *val == '\0')
 				usage_error("option 'config' needs a file");
-			if (pass == 0)
-				*config = val;
+			if (pass == 0) {
+				free(*config);
+				if ((*config = strdup(val)) == NULL)
+					fatal("strdup");
+			}
 			goto next;
 		}
 		if (pass == 0)
@@ -113,9 +119,9 @@ apply_opts(char *opts, int pass, const char **config, char *kopts,
 			exit(2);
 		}
 next:
-		if (val != NULL && pass == 0)
-			val[-1] = '=';
+		;
 	}
+	free(opts);
 }
 
 /* Append s to buf with ',' and '\' escaped for libfuse's option parser. */
@@ -174,7 +180,7 @@ main(int argc, char **argv)
 	};
 	struct fuse_args	 args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config	*lcfg;
-	const char		*config = CONF_DEFAULT_PATH;
+	char			*config = NULL;
 	char			 err[512], kopts[4096], **optv;
 	int			 c, foreground = 0, debug = 0, verbose = 0;
 	int			 nopt = 0, i, r, explicit_config = 0;
@@ -218,9 +224,9 @@ main(int argc, char **argv)
 	kopts[0] = '\0';
 	for (i = 0; i < nopt; i++)
 		apply_opts(optv[i], 0, &config, kopts, sizeof kopts);
-	explicit_config = strcmp(config, CONF_DEFAULT_PATH) != 0;
-	if (conf_load(&wsfs.conf, config, !explicit_config, err,
-	    sizeof err) < 0) {
+	explicit_config = config != NULL;
+	if (conf_load(&wsfs.conf, explicit_config ? config : CONF_DEFAULT_PATH,
+	    !explicit_config, err, sizeof err) < 0) {
 		fprintf(stderr, "wsfs: %s\n", err);
 		return 2;
 	}
@@ -296,6 +302,7 @@ main(int argc, char **argv)
 	fuse_opt_free_args(&args);
 	log_info("unmounted %s", wsfs.mountpoint);
 	conf_free(&wsfs.conf);
+	free(config);
 	free(optv);
 	return r == 0 ? 0 : 1;
 }

@@ -98,6 +98,42 @@ ws_set_owner(fuse_req_t req, int pfd, int fd, mode_t mode)
 	return 0;
 }
 
+/*
+ * The kernel clears setgid on write and truncate also when the group has no
+ * execute bit, if the writer is not in the file's group; FUSE's own clearing
+ * covers only the group-executable case. Do the rest here, for a file that
+ * is setgid without group execute (rare, so the check costs an fstat only
+ * then).
+ */
+static void
+ws_kill_sgid(fuse_req_t req, int fd)
+{
+	const struct fuse_ctx	*ctx = fuse_req_ctx(req);
+	struct stat		 st;
+	gid_t			 groups[64];
+	int			 n, i;
+
+	if (ctx->uid == 0 || fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    (st.st_mode & (S_ISGID | S_IXGRP)) != S_ISGID ||
+	    ctx->gid == st.st_gid)
+		return;
+	n = fuse_req_getgroups(req, 64, groups);
+	for (i = 0; i < n && i < 64; i++)
+		if (groups[i] == st.st_gid)
+			return;
+	if (fchmod(fd, st.st_mode & 07777 & ~S_ISGID) == -1)
+		log_warn("clearing setgid: %s", strerror(errno));
+}
+
+static int
+ws_is_sgid_noexec(int fd)
+{
+	struct stat	st;
+
+	return fstat(fd, &st) == 0 &&
+	    (st.st_mode & (S_ISGID | S_IXGRP)) == S_ISGID;
+}
+
 static void
 ws_reply_entry(fuse_req_t req, int r, struct fuse_entry_param *e)
 {
@@ -174,16 +210,20 @@ ws_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 static int
-ws_truncate(struct inode *in, struct fuse_file_info *fi, off_t size)
+ws_truncate(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
+    off_t size)
 {
 	int	fd, r = 0;
 
 	if (in->type != S_IFREG)
 		return in->type == S_IFDIR ? -EISDIR : -EINVAL;
-	if (fi != NULL && fi->fh != 0)
+	if (fi != NULL && fi->fh != 0) {
+		ws_kill_sgid(req, ws_file(fi)->fd);
 		return ftruncate(ws_file(fi)->fd, size) == -1 ? -errno : 0;
+	}
 	if ((fd = inode_open(in, O_WRONLY | O_NONBLOCK)) < 0)
 		return fd;
+	ws_kill_sgid(req, fd);
 	if (ftruncate(fd, size) == -1)
 		r = -errno;
 	close(fd);
@@ -263,7 +303,7 @@ ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		}
 	}
 	if ((to_set & FUSE_SET_ATTR_SIZE) &&
-	    (r = ws_truncate(in, fi, attr->st_size)) < 0)
+	    (r = ws_truncate(req, in, fi, attr->st_size)) < 0)
 		goto out;
 	if ((to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
 	    FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)) &&
@@ -500,6 +540,8 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 		return NULL;
 	f->fd = fd;
 	f->inode = in;
+	f->sgid_noexec = (flags & O_ACCMODE) != O_RDONLY &&
+	    ws_is_sgid_noexec(fd);
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = 1;
 	/* O_DIRECT bypasses the kernel's cache; the backing open need not. */
@@ -597,7 +639,11 @@ static void
 ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     off_t off, struct fuse_file_info *fi)
 {
-	uring_write(req, ws_file(fi)->fd, buf, size, off);
+	struct wsfile	*f = ws_file(fi);
+
+	if (f->sgid_noexec)
+		ws_kill_sgid(req, f->fd);
+	uring_write(req, f->fd, buf, size, off);
 }
 
 static void

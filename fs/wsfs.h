@@ -52,6 +52,7 @@ struct inode {
 struct wsfile {
 	int		 fd;
 	struct inode	*inode;
+	int		 sgid_noexec;	/* opened setgid without group exec */
 };
 
 struct wsfs {
