@@ -30,3 +30,12 @@ lockd_wslockd_SOURCES = lockd/main.c lockd/server.c lockd/state.c \
 	$(LOCKD_COMMON) lockd/log.c lockd/log.h
 lockd_wslockd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 lockd_wslockd_LDADD = $(SODIUM_LIBS)
+
+# The client library, linked by wsfs, wsctl and the test client.
+noinst_LIBRARIES += lockd/libwslock.a
+lockd_libwslock_a_SOURCES = lockd/wslock.h lockd/client.c $(LOCKD_COMMON)
+lockd_libwslock_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
+
+check_PROGRAMS += tests/lockd/lockclient
+tests_lockd_lockclient_SOURCES = tests/lockd/lockclient.c
+tests_lockd_lockclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread

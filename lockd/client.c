@@ -1,0 +1,1474 @@
+/*
+ * libwslock: the client side of the wslockd protocol (see wslock.h for the
+ * contract and PROTOCOL.md for the wire). One handle is one session: a
+ * non-blocking socket, a timerfd ticking on CLOCK_BOOTTIME, both behind an
+ * epoll descriptor the caller polls. A mirror of what the session holds is
+ * kept in a lock table (table.c) so that the library can reclaim it after
+ * a reconnect and report it lost when the lease lapses.
+ *
+ * One mutex guards the whole handle. Work that ends in a user callback is
+ * queued as an event while the mutex is held and delivered after it is
+ * released, so callbacks may call back into the asynchronous API.
+ */
+#include "config.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "lockd.h"
+#include "wslock.h"
+
+#define BACKOFF_MIN_MS	50
+#define BACKOFF_MAX_MS	2000
+
+enum cstate {
+	CS_DOWN,	/* waiting to reconnect */
+	CS_CONNECTING,	/* non-blocking connect in progress */
+	CS_HELLO,	/* HELLO sent */
+	CS_AUTH,	/* AUTH sent */
+	CS_READY,
+};
+
+/* A blocking caller waiting for one request. */
+struct bwait {
+	int			 done;
+	int			 status;
+	uint64_t		 token;
+	struct wslock_conflict	 conflict;
+	struct wslock_item	*items;		/* LIST */
+	size_t			 nitems;
+	size_t			 capitems;
+};
+
+struct creq {
+	TAILQ_ENTRY(creq)	 entry;
+	uint64_t		 id;
+	uint16_t		 type;
+	int			 sent;		/* on the current connection */
+	uint64_t		 t_send;
+	struct table_req	 q;		/* key owned */
+	void			*reqarg;
+	int			 cancelled;	/* user asked */
+	int			 unlock_on_grant; /* blocking wait gave up */
+	uint64_t		 target;	/* CANCEL */
+	struct bwait		*bw;		/* blocking caller, or NULL */
+};
+TAILQ_HEAD(creqs, creq);
+
+enum cev_kind {
+	CEV_DONE,
+	CEV_REVOKE,
+	CEV_LOST,
+	CEV_STATE,
+};
+
+struct cev {
+	TAILQ_ENTRY(cev)	 entry;
+	enum cev_kind		 kind;
+	uint64_t		 reqid;
+	int			 status;	/* or state */
+	uint64_t		 token;
+	void			*reqarg;
+	struct wslock_range	 r;		/* key owned */
+	int			 mode;
+};
+TAILQ_HEAD(cevs, cev);
+
+struct wslock {
+	pthread_mutex_t		 mu;
+	pthread_cond_t		 cond;
+	int			 processing;	/* a thread is in process */
+	struct wslock_callbacks	 cb;
+	void			*arg;
+	struct wsl_addr		 addr;
+	char			 name[WSL_MAX_NAME + 1];
+	uint8_t			*key;
+	size_t			 keylen;
+	uint64_t		 client_id;
+
+	int			 epfd;
+	int			 tfd;
+	int			 sock;
+	int			 pollout;
+	enum cstate		 cs;
+	uint64_t		 reconnect_at;
+	uint32_t		 backoff;
+	int			 last_err;	/* of the last failed attempt */
+	uint8_t			 cnonce[WSL_NONCE_LEN];
+	uint8_t			 snonce[WSL_NONCE_LEN];
+	uint64_t		 t_hello;
+	struct wsl_buf		 in;
+	struct wsl_buf		 out;
+
+	uint64_t		 session;
+	int			 session_valid;	/* locks may be reclaimed */
+	uint32_t		 lease_ms;
+	uint64_t		 lease_base;	/* send time of last answered */
+	int			 jeopardy;
+	int			 renew_out;	/* a RENEW is unanswered */
+	int			 reported;	/* last state given to cb */
+
+	uint64_t		 next_id;
+	struct creqs		 reqs;
+	struct cevs		 evs;
+	struct table		*mirror;
+	struct table_sess	*ms;
+};
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t
+mirror_token(void *arg)
+{
+	return 0;
+}
+
+static const struct table_ops mirror_ops = { mirror_token, NULL, NULL };
+
+static void
+creq_free(struct creq *r)
+{
+	if (r == NULL)
+		return;
+	free((void *)r->q.key);
+	free(r);
+}
+
+static struct creq *
+creq_new(struct wslock *wl, uint16_t type, const struct wslock_range *rg)
+{
+	struct creq	*r;
+	uint8_t		*key = NULL;
+
+	if ((r = calloc(1, sizeof *r)) == NULL)
+		return NULL;
+	if (rg != NULL) {
+		if ((key = malloc(rg->keylen)) == NULL) {
+			free(r);
+			return NULL;
+		}
+		memcpy(key, rg->key, rg->keylen);
+		r->q.key = key;
+		r->q.keylen = rg->keylen;
+		r->q.owner = rg->owner;
+		r->q.start = rg->start;
+		r->q.end = rg->end;
+	}
+	r->type = type;
+	r->id = ++wl->next_id;
+	r->q.reqid = r->id;
+	return r;
+}
+
+/* Queue a callback event; on allocation failure the event is dropped. */
+static struct cev *
+cev_add(struct wslock *wl, enum cev_kind kind, const struct table_req *q)
+{
+	struct cev	*e;
+	uint8_t		*key = NULL;
+
+	if ((e = calloc(1, sizeof *e)) == NULL)
+		return NULL;
+	if (q != NULL) {
+		if ((key = malloc(q->keylen)) == NULL) {
+			free(e);
+			return NULL;
+		}
+		memcpy(key, q->key, q->keylen);
+		e->r.key = key;
+		e->r.keylen = q->keylen;
+		e->r.owner = q->owner;
+		e->r.start = q->start;
+		e->r.end = q->end;
+	}
+	e->kind = kind;
+	TAILQ_INSERT_TAIL(&wl->evs, e, entry);
+	return e;
+}
+
+static void
+report_state(struct wslock *wl, int state)
+{
+	struct cev	*e;
+
+	if (wl->reported == state)
+		return;
+	wl->reported = state;
+	if ((e = cev_add(wl, CEV_STATE, NULL)) != NULL)
+		e->status = state;
+}
+
+/* Deliver queued events with the mutex released. */
+static void
+deliver(struct wslock *wl)
+{
+	struct cevs	 evs;
+	struct cev	*e;
+
+	pthread_mutex_lock(&wl->mu);
+	TAILQ_INIT(&evs);
+	TAILQ_CONCAT(&evs, &wl->evs, entry);
+	pthread_mutex_unlock(&wl->mu);
+	while ((e = TAILQ_FIRST(&evs)) != NULL) {
+		TAILQ_REMOVE(&evs, e, entry);
+		switch (e->kind) {
+		case CEV_DONE:
+			if (wl->cb.done != NULL)
+				wl->cb.done(wl, e->reqid, e->status, e->token,
+				    e->reqarg, wl->arg);
+			break;
+		case CEV_REVOKE:
+			if (wl->cb.revoke != NULL)
+				wl->cb.revoke(wl, &e->r, e->token, wl->arg);
+			break;
+		case CEV_LOST:
+			if (wl->cb.lost != NULL)
+				wl->cb.lost(wl, &e->r, e->mode, e->token,
+				    e->status, wl->arg);
+			break;
+		case CEV_STATE:
+			if (wl->cb.state != NULL)
+				wl->cb.state(wl, e->status, wl->arg);
+			break;
+		}
+		free((void *)e->r.key);
+		free(e);
+	}
+}
+
+static void
+want_pollout(struct wslock *wl, int on)
+{
+	struct epoll_event	ev;
+
+	if (wl->sock < 0 || wl->pollout == on)
+		return;
+	wl->pollout = on;
+	ev.events = EPOLLIN | (on ? EPOLLOUT : 0);
+	ev.data.fd = wl->sock;
+	epoll_ctl(wl->epfd, EPOLL_CTL_MOD, wl->sock, &ev);
+}
+
+static void conn_lost(struct wslock *, int);
+
+static void
+flush_out(struct wslock *wl)
+{
+	ssize_t	n;
+	size_t	left;
+
+	if (wl->sock < 0 || wl->cs == CS_CONNECTING)
+		return;
+	while ((left = wsl_buf_pending(&wl->out)) > 0) {
+		n = send(wl->sock, wl->out.data + wl->out.off, left,
+		    MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n < 0) {
+			conn_lost(wl, -errno);
+			return;
+		}
+		wsl_buf_consume(&wl->out, n);
+	}
+	want_pollout(wl, wsl_buf_pending(&wl->out) > 0);
+}
+
+/* Encode a request onto the current connection. */
+static int
+creq_send(struct wslock *wl, struct creq *r)
+{
+	struct wsl_lockreq	lq;
+	int			rc;
+
+	lq.owner = r->q.owner;
+	lq.start = r->q.start;
+	lq.end = r->q.end;
+	lq.mode = r->q.mode;
+	lq.flags = r->q.flags;
+	lq.token = r->q.token;
+	lq.key = r->q.key;
+	lq.keylen = r->q.keylen;
+	switch (r->type) {
+	case WSL_LOCK:
+	case WSL_UNLOCK:
+	case WSL_RECLAIM:
+		rc = wsl_enc_lock(&wl->out, r->type, r->id, &lq);
+		break;
+	case WSL_CANCEL:
+		rc = wsl_enc_cancel(&wl->out, r->id, r->target);
+		break;
+	default:
+		rc = wsl_enc_empty(&wl->out, r->type, r->id);
+		break;
+	}
+	if (rc < 0)
+		return rc;
+	r->sent = 1;
+	r->t_send = now_ms();
+	return 0;
+}
+
+/* Finish a request: tell the blocking waiter or queue the done callback. */
+static void
+creq_finish(struct wslock *wl, struct creq *r, int status, uint64_t token)
+{
+	struct cev	*e;
+
+	TAILQ_REMOVE(&wl->reqs, r, entry);
+	if (r->bw != NULL) {
+		r->bw->done = 1;
+		r->bw->status = status;
+		r->bw->token = token;
+		pthread_cond_broadcast(&wl->cond);
+	} else if (r->type == WSL_LOCK && !r->unlock_on_grant &&
+	    (e = cev_add(wl, CEV_DONE, NULL)) != NULL) {
+		e->reqid = r->id;
+		e->status = status;
+		e->token = token;
+		e->reqarg = r->reqarg;
+	}
+	creq_free(r);
+}
+
+/* Add a request and send it now if the session is up. */
+static int
+creq_submit(struct wslock *wl, struct creq *r)
+{
+	int	rc;
+
+	TAILQ_INSERT_TAIL(&wl->reqs, r, entry);
+	if (wl->cs != CS_READY)
+		return 0;
+	if ((rc = creq_send(wl, r)) < 0) {
+		TAILQ_REMOVE(&wl->reqs, r, entry);
+		return rc;
+	}
+	flush_out(wl);
+	return 0;
+}
+
+struct lost_ctx {
+	struct wslock	*wl;
+	int		 reason;
+};
+
+static int
+lost_one(const struct table_entry *te, void *arg)
+{
+	struct lost_ctx		*lc = arg;
+	struct table_req	 q = { te->key, te->keylen, te->owner,
+				    te->start, te->end, te->mode, 0, 0, 0 };
+	struct cev		*e;
+
+	if (te->kind != WSL_ITEM_HOLDER)
+		return 0;
+	if ((e = cev_add(lc->wl, CEV_LOST, &q)) != NULL) {
+		e->status = lc->reason;
+		e->token = te->token;
+		e->mode = te->mode;
+	}
+	return 0;
+}
+
+/* Everything the mirror holds is gone: report it and forget it. */
+static void
+lose_all(struct wslock *wl, int reason)
+{
+	struct lost_ctx	lc = { wl, reason };
+
+	table_walk(wl->mirror, wl->ms, lost_one, &lc);
+	table_sess_release(wl->mirror, wl->ms);
+	wl->session_valid = 0;
+	wl->jeopardy = 0;
+}
+
+/* The connection is gone; keep the session for a resume if we can. */
+static void
+conn_lost(struct wslock *wl, int err)
+{
+	struct creq	*r, *next;
+
+	if (wl->sock >= 0) {
+		epoll_ctl(wl->epfd, EPOLL_CTL_DEL, wl->sock, NULL);
+		close(wl->sock);
+		wl->sock = -1;
+	}
+	wl->pollout = 0;
+	if (wl->cs != CS_READY && err != 0)
+		wl->last_err = err;
+	wl->cs = CS_DOWN;
+	wl->in.len = wl->in.off = 0;
+	wl->out.len = wl->out.off = 0;
+	wl->renew_out = 0;
+	wl->reconnect_at = now_ms() + wl->backoff;
+	wl->backoff = wl->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
+	    wl->backoff * 2;
+	/*
+	 * Unanswered lock requests are sent again after the reconnect; the
+	 * rest (unlocks, renewals, reclaims) were about the old connection
+	 * and the resume resynchronises them.
+	 */
+	TAILQ_FOREACH_SAFE(r, &wl->reqs, entry, next) {
+		if (r->type == WSL_LOCK) {
+			if (r->cancelled && r->sent)
+				creq_finish(wl, r, -ECANCELED, 0);
+			else
+				r->sent = 0;
+			continue;
+		}
+		if (r->sent)
+			creq_finish(wl, r, -ECONNRESET, 0);
+	}
+	report_state(wl, WSLOCK_DOWN);
+}
+
+static int
+conn_start(struct wslock *wl)
+{
+	struct addrinfo		 hints, *res = NULL, *ai;
+	struct sockaddr_un	 sun;
+	struct epoll_event	 ev;
+	struct wsl_hello	 h;
+	int			 fd = -1, one = 1, r;
+
+	wl->cs = CS_CONNECTING;
+	if (wl->addr.family == AF_UNIX) {
+		memset(&sun, 0, sizeof sun);
+		sun.sun_family = AF_UNIX;
+		memcpy(sun.sun_path, wl->addr.host, strlen(wl->addr.host));
+		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0)) < 0)
+			goto fail;
+		if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0 &&
+		    errno != EINPROGRESS && errno != EAGAIN)
+			goto fail;
+	} else {
+		memset(&hints, 0, sizeof hints);
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		if ((r = getaddrinfo(wl->addr.host[0] ? wl->addr.host :
+		    "localhost", wl->addr.port, &hints, &res)) != 0) {
+			errno = r == EAI_NONAME ? ENOENT : EHOSTUNREACH;
+			goto fail;
+		}
+		for (ai = res; ai != NULL; ai = ai->ai_next) {
+			if ((fd = socket(ai->ai_family, ai->ai_socktype |
+			    SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+				continue;
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			    sizeof one);
+			if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
+			    errno == EINPROGRESS)
+				break;
+			close(fd);
+			fd = -1;
+		}
+		freeaddrinfo(res);
+		if (fd < 0)
+			goto fail;
+	}
+	wl->sock = fd;
+	ev.events = EPOLLIN | EPOLLOUT;
+	ev.data.fd = fd;
+	wl->pollout = 1;
+	if (epoll_ctl(wl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		r = -errno;
+		conn_lost(wl, r);
+		return r;
+	}
+	/* HELLO goes out as soon as the socket is writable. */
+	memset(&h, 0, sizeof h);
+	h.flags = wl->session_valid ? WSL_HELLO_RESUME : 0;
+	h.client_id = wl->client_id;
+	randombytes_buf(wl->cnonce, sizeof wl->cnonce);
+	memcpy(h.nonce, wl->cnonce, sizeof h.nonce);
+	h.name = wl->name;
+	h.namelen = strlen(wl->name);
+	if ((r = wsl_enc_hello(&wl->out, 0, &h)) < 0) {
+		conn_lost(wl, r);
+		return r;
+	}
+	wl->t_hello = now_ms();
+	return 0;
+fail:
+	r = -errno;
+	if (fd >= 0)
+		close(fd);
+	conn_lost(wl, r);
+	return r;
+}
+
+struct reclaim_ctx {
+	struct wslock	*wl;
+	int		 err;
+};
+
+static int
+reclaim_one(const struct table_entry *te, void *arg)
+{
+	struct reclaim_ctx	*rc = arg;
+	struct wslock_range	 rg = { te->key, te->keylen, te->owner,
+				    te->start, te->end };
+	struct creq		*r;
+
+	if (te->kind != WSL_ITEM_HOLDER)
+		return 0;
+	if ((r = creq_new(rc->wl, WSL_RECLAIM, &rg)) == NULL)
+		return (rc->err = -ENOMEM);
+	r->q.mode = te->mode;
+	r->q.flags = te->cached ? WSL_LOCK_CACHED : 0;
+	r->q.token = te->token;
+	TAILQ_INSERT_TAIL(&rc->wl->reqs, r, entry);
+	if ((rc->err = creq_send(rc->wl, r)) < 0)
+		return rc->err;
+	return 0;
+}
+
+static int
+on_welcome(struct wslock *wl, const struct wsl_frame *f)
+{
+	struct wsl_welcome	 w;
+	struct reclaim_ctx	 rc = { wl, 0 };
+	struct creq		*r, *next;
+	int			 err;
+
+	if (wsl_dec_welcome(f, &w) < 0)
+		return -EPROTO;
+	wl->session = w.session;
+	wl->lease_ms = w.lease_ms;
+	wl->lease_base = wl->t_hello;
+	wl->jeopardy = 0;
+	wl->cs = CS_READY;
+	wl->backoff = BACKOFF_MIN_MS;
+	wl->last_err = 0;
+	if (w.flags & (WSL_WELCOME_RESUMED | WSL_WELCOME_GRACE)) {
+		table_walk(wl->mirror, wl->ms, reclaim_one, &rc);
+		if (rc.err < 0)
+			return rc.err;
+		if ((r = creq_new(wl, WSL_RECLAIM_DONE, NULL)) == NULL)
+			return -ENOMEM;
+		TAILQ_INSERT_TAIL(&wl->reqs, r, entry);
+		if ((err = creq_send(wl, r)) < 0)
+			return err;
+	} else if (table_sess_nlocks(wl->ms) > 0)
+		lose_all(wl, -ENOLCK);
+	wl->session_valid = 1;
+	TAILQ_FOREACH_SAFE(r, &wl->reqs, entry, next) {
+		if (r->sent)
+			continue;
+		if (r->type == WSL_LOCK && r->cancelled) {
+			creq_finish(wl, r, -ECANCELED, 0);
+			continue;
+		}
+		if ((err = creq_send(wl, r)) < 0)
+			return err;
+	}
+	report_state(wl, WSLOCK_UP);
+	return 0;
+}
+
+static struct creq *
+creq_find(struct wslock *wl, uint64_t id)
+{
+	struct creq	*r;
+
+	TAILQ_FOREACH(r, &wl->reqs, entry)
+		if (r->id == id && r->sent)
+			return r;
+	return NULL;
+}
+
+/* A lock request was granted, now or after a wait. */
+static void
+lock_granted(struct wslock *wl, struct creq *r, uint64_t token)
+{
+	struct creq	*u;
+
+	if (r->unlock_on_grant) {
+		/* Its blocking caller gave up: give the lock straight back. */
+		if ((u = creq_new(wl, WSL_UNLOCK, NULL)) != NULL) {
+			u->q = r->q;
+			r->q.key = NULL;
+			creq_submit(wl, u);
+		}
+		creq_finish(wl, r, -ECANCELED, 0);
+		return;
+	}
+	if (table_insert(wl->mirror, wl->ms, &r->q, token) < 0) {
+		/* Cannot track it, so cannot keep it. */
+		if ((u = creq_new(wl, WSL_UNLOCK, NULL)) != NULL) {
+			u->q = r->q;
+			r->q.key = NULL;
+			creq_submit(wl, u);
+		}
+		creq_finish(wl, r, -ENOMEM, 0);
+		return;
+	}
+	creq_finish(wl, r, 0, token);
+}
+
+static int
+on_reply(struct wslock *wl, const struct wsl_frame *f)
+{
+	struct creq		*r;
+	struct wsl_error	 e;
+	struct wsl_conflict	 c;
+	struct wsl_item		 it;
+	struct wslock_item	*items, *ni;
+	uint64_t		 v;
+	uint8_t			*copy;
+
+	if ((r = creq_find(wl, f->id)) == NULL)
+		return f->type == WSL_ERROR ? 0 : -EPROTO;
+	if (f->type != WSL_GRANT && f->type != WSL_LIST_ITEM &&
+	    r->t_send > wl->lease_base)
+		wl->lease_base = r->t_send;
+	switch (f->type) {
+	case WSL_OK:
+	case WSL_GRANT:
+		if (wsl_dec_u64(f, &v) < 0)
+			return -EPROTO;
+		if (r->type == WSL_LOCK && !(r->q.flags & WSL_LOCK_TEST))
+			lock_granted(wl, r, v);
+		else {
+			if (r->type == WSL_RENEW)
+				wl->renew_out = 0;
+			creq_finish(wl, r, 0, v);
+		}
+		break;
+	case WSL_QUEUED:
+		if (wsl_dec_empty(f) < 0 || r->type != WSL_LOCK)
+			return -EPROTO;
+		break;
+	case WSL_CONFLICT:
+		if (wsl_dec_conflict(f, &c) < 0 || r->type != WSL_LOCK)
+			return -EPROTO;
+		if (r->bw != NULL) {
+			r->bw->conflict.session = c.session;
+			r->bw->conflict.owner = c.owner;
+			r->bw->conflict.start = c.start;
+			r->bw->conflict.end = c.end;
+			r->bw->conflict.mode = c.mode;
+		}
+		creq_finish(wl, r, 1, 0);
+		break;
+	case WSL_ERROR:
+		if (wsl_dec_error(f, &e) < 0)
+			return -EPROTO;
+		if (r->type == WSL_RECLAIM) {
+			/* Not ours any more: report it and drop it. */
+			struct lost_ctx		lc = { wl, -ESTALE };
+			struct table_entry	te;
+
+			memset(&te, 0, sizeof te);
+			te.kind = WSL_ITEM_HOLDER;
+			te.key = r->q.key;
+			te.keylen = r->q.keylen;
+			te.owner = r->q.owner;
+			te.start = r->q.start;
+			te.end = r->q.end;
+			te.mode = r->q.mode;
+			te.token = r->q.token;
+			lost_one(&te, &lc);
+			table_unlock(wl->mirror, wl->ms, &r->q);
+		}
+		if (r->type == WSL_RENEW)
+			wl->renew_out = 0;
+		creq_finish(wl, r, wsl_err_to_errno(e.code), 0);
+		break;
+	case WSL_LIST_ITEM:
+		if (wsl_dec_item(f, &it) < 0 || r->type != WSL_LIST)
+			return -EPROTO;
+		if (r->bw == NULL)
+			break;
+		if (r->bw->nitems == r->bw->capitems) {
+			items = reallocarray(r->bw->items,
+			    r->bw->capitems ? r->bw->capitems * 2 : 64,
+			    sizeof *items);
+			if (items == NULL)
+				return -ENOMEM;
+			r->bw->items = items;
+			r->bw->capitems = r->bw->capitems ?
+			    r->bw->capitems * 2 : 64;
+		}
+		if ((copy = malloc(it.datalen + 1)) == NULL)
+			return -ENOMEM;
+		memcpy(copy, it.data, it.datalen);
+		copy[it.datalen] = '\0';
+		ni = &r->bw->items[r->bw->nitems++];
+		memset(ni, 0, sizeof *ni);
+		ni->kind = it.kind;
+		ni->session = it.session;
+		ni->client_id = it.client_id;
+		ni->lease_left_ms = it.lease_left_ms;
+		ni->connected = it.connected;
+		ni->owner = it.owner;
+		ni->start = it.start;
+		ni->end = it.end;
+		if (it.kind == WSL_ITEM_WAITER)
+			ni->reqid = it.token;
+		else
+			ni->token = it.token;
+		ni->mode = it.mode;
+		ni->cached = (it.flags & WSL_LOCK_CACHED) != 0;
+		ni->data = copy;
+		ni->datalen = it.datalen;
+		break;
+	case WSL_LIST_END:
+		if (wsl_dec_empty(f) < 0 || r->type != WSL_LIST)
+			return -EPROTO;
+		creq_finish(wl, r, 0, 0);
+		break;
+	}
+	return 0;
+}
+
+static int
+on_frame(struct wslock *wl, const struct wsl_frame *f)
+{
+	struct wsl_revoke	 v;
+	struct wsl_error	 e;
+	struct table_req	 q;
+	struct cev		*ev;
+	uint8_t			 nonce[WSL_NONCE_LEN], mac[WSL_MAC_LEN];
+	uint8_t			 want[WSL_MAC_LEN];
+	struct wsl_welcome	 w;
+
+	switch (wl->cs) {
+	case CS_HELLO:
+	case CS_AUTH:
+		if (f->type == WSL_ERROR) {
+			if (wsl_dec_error(f, &e) < 0)
+				return -EPROTO;
+			return wsl_err_to_errno(e.code) == -EACCES ? -EACCES :
+			    wsl_err_to_errno(e.code);
+		}
+		if (f->type == WSL_CHALLENGE && wl->cs == CS_HELLO) {
+			if (wsl_dec_nonce(f, nonce) < 0 || wl->key == NULL)
+				return -EPROTO;
+			wsl_mac(wl->key, wl->keylen, "wslock1 client", nonce,
+			    wl->cnonce, wl->client_id, mac);
+			if (wsl_enc_auth(&wl->out, 0, mac) < 0)
+				return -ENOMEM;
+			/* Kept to check the server's own proof. */
+			memcpy(wl->snonce, nonce, sizeof nonce);
+			wl->cs = CS_AUTH;
+			return 0;
+		}
+		if (f->type != WSL_WELCOME)
+			return -EPROTO;
+		if (wl->addr.family != AF_UNIX) {
+			if (wl->cs != CS_AUTH || wsl_dec_welcome(f, &w) < 0)
+				return -EPROTO;
+			/* The server proves it knows the key too. */
+			wsl_mac(wl->key, wl->keylen, "wslock1 server",
+			    wl->cnonce, wl->snonce, wl->client_id, want);
+			if (sodium_memcmp(want, w.mac, sizeof want) != 0)
+				return -EACCES;
+		}
+		return on_welcome(wl, f);
+	case CS_READY:
+		break;
+	default:
+		return -EPROTO;
+	}
+	switch (f->type) {
+	case WSL_REVOKE:
+		if (wsl_dec_revoke(f, &v) < 0)
+			return -EPROTO;
+		q = (struct table_req){ v.key, v.keylen, v.owner, v.start,
+		    v.end, 0, 0, 0, 0 };
+		if ((ev = cev_add(wl, CEV_REVOKE, &q)) != NULL)
+			ev->token = v.token;
+		return 0;
+	case WSL_EXPIRED:
+		lose_all(wl, -ENOLCK);
+		return -ENOLCK;
+	default:
+		return on_reply(wl, f);
+	}
+}
+
+static void
+read_in(struct wslock *wl)
+{
+	struct wsl_frame	f;
+	ssize_t			n;
+	int			len, r;
+
+	for (;;) {
+		if (wsl_buf_reserve(&wl->in, 65536) < 0) {
+			conn_lost(wl, -ENOMEM);
+			return;
+		}
+		n = recv(wl->sock, wl->in.data + wl->in.len,
+		    wl->in.cap - wl->in.len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			conn_lost(wl, n == 0 ? -ECONNRESET : -errno);
+			return;
+		}
+		wl->in.len += n;
+		while ((len = wsl_frame_decode(wl->in.data + wl->in.off,
+		    wsl_buf_pending(&wl->in), WSL_MAX_FRAME, &f)) > 0) {
+			if ((r = on_frame(wl, &f)) < 0) {
+				conn_lost(wl, r);
+				return;
+			}
+			wsl_buf_consume(&wl->in, len);
+		}
+		if (len < 0) {
+			conn_lost(wl, -EPROTO);
+			return;
+		}
+	}
+}
+
+/* Lease bookkeeping, renewals and reconnects; called on every pass. */
+static void
+housekeeping(struct wslock *wl)
+{
+	struct creq	*r;
+	uint64_t	 now = now_ms(), age;
+
+	if (wl->session_valid && wl->lease_ms > 0) {
+		age = now - wl->lease_base;
+		if (age >= (uint64_t)wl->lease_ms * 9 / 10) {
+			lose_all(wl, -ETIMEDOUT);
+			/* Start afresh: the server frees the old session. */
+			if (wl->cs != CS_DOWN)
+				conn_lost(wl, 0);
+			wl->reconnect_at = now;
+		} else if (age >= wl->lease_ms / 2 && !wl->jeopardy) {
+			wl->jeopardy = 1;
+			report_state(wl, WSLOCK_JEOPARDY);
+		} else if (wl->cs == CS_READY && age >= wl->lease_ms / 4 &&
+		    !wl->renew_out &&
+		    (r = creq_new(wl, WSL_RENEW, NULL)) != NULL) {
+			wl->renew_out = 1;
+			if (creq_submit(wl, r) < 0)
+				creq_free(r);
+		}
+		if (wl->jeopardy && age < wl->lease_ms / 2 &&
+		    wl->cs == CS_READY) {
+			wl->jeopardy = 0;
+			report_state(wl, WSLOCK_UP);
+		}
+	}
+	if (wl->cs == CS_DOWN && now >= wl->reconnect_at)
+		conn_start(wl);
+}
+
+static void
+process_locked(struct wslock *wl)
+{
+	struct epoll_event	evs[4];
+	uint64_t		exp;
+	int			n, i, err;
+	socklen_t		len = sizeof err;
+
+	if (read(wl->tfd, &exp, sizeof exp) < 0) {
+		/* Nothing to read is fine: the timer has not fired. */
+	}
+	housekeeping(wl);
+	n = epoll_wait(wl->epfd, evs, 4, 0);
+	for (i = 0; i < n; i++) {
+		if (evs[i].data.fd != wl->sock || wl->sock < 0)
+			continue;
+		if (wl->cs == CS_CONNECTING) {
+			if (getsockopt(wl->sock, SOL_SOCKET, SO_ERROR, &err,
+			    &len) < 0 || err != 0) {
+				conn_lost(wl, err ? -err : -errno);
+				continue;
+			}
+			wl->cs = CS_HELLO;
+		}
+		if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+			read_in(wl);
+		if (wl->sock >= 0)
+			flush_out(wl);
+	}
+	housekeeping(wl);
+	if (wl->sock >= 0)
+		flush_out(wl);
+}
+
+int
+wslock_process(struct wslock *wl)
+{
+	pthread_mutex_lock(&wl->mu);
+	while (wl->processing)
+		pthread_cond_wait(&wl->cond, &wl->mu);
+	wl->processing = 1;
+	process_locked(wl);
+	wl->processing = 0;
+	pthread_cond_broadcast(&wl->cond);
+	pthread_mutex_unlock(&wl->mu);
+	deliver(wl);
+	return 0;
+}
+
+int
+wslock_fd(const struct wslock *wl)
+{
+	return wl->epfd;
+}
+
+int
+wslock_open(const struct wslock_params *p, struct wslock **out)
+{
+	struct wslock		*wl;
+	struct epoll_event	 ev;
+	struct itimerspec	 its;
+	int			 r;
+
+	if (p == NULL || p->addr == NULL)
+		return -EINVAL;
+	if (sodium_init() < 0)
+		return -ENOMEM;
+	if ((wl = calloc(1, sizeof *wl)) == NULL)
+		return -ENOMEM;
+	wl->epfd = wl->tfd = wl->sock = -1;
+	TAILQ_INIT(&wl->reqs);
+	TAILQ_INIT(&wl->evs);
+	pthread_mutex_init(&wl->mu, NULL);
+	pthread_cond_init(&wl->cond, NULL);
+	wl->reported = WSLOCK_DOWN;
+	wl->backoff = BACKOFF_MIN_MS;
+	if ((r = wsl_addr_parse(p->addr, &wl->addr)) < 0)
+		goto fail;
+	if (wl->addr.family != AF_UNIX) {
+		if (p->keyfile == NULL) {
+			r = -EINVAL;
+			goto fail;
+		}
+		if ((r = wsl_keyfile_load(p->keyfile, &wl->key,
+		    &wl->keylen)) < 0)
+			goto fail;
+	}
+	if (p->cb != NULL)
+		wl->cb = *p->cb;
+	wl->arg = p->arg;
+	if (p->name != NULL)
+		snprintf(wl->name, sizeof wl->name, "%s", p->name);
+	else if (gethostname(wl->name, sizeof wl->name - 1) < 0)
+		wl->name[0] = '\0';
+	randombytes_buf(&wl->client_id, sizeof wl->client_id);
+	if ((wl->mirror = table_new(&mirror_ops, wl, UINT32_MAX,
+	    UINT32_MAX)) == NULL ||
+	    (wl->ms = table_sess_new(wl->mirror, 0, wl)) == NULL) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if ((wl->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (wl->tfd = timerfd_create(CLOCK_BOOTTIME,
+	    TFD_NONBLOCK | TFD_CLOEXEC)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/* A steady tick drives renewals, lease checks and reconnects. */
+	memset(&its, 0, sizeof its);
+	its.it_value.tv_nsec = its.it_interval.tv_nsec = 20 * 1000000;
+	ev.events = EPOLLIN;
+	ev.data.fd = wl->tfd;
+	if (timerfd_settime(wl->tfd, 0, &its, NULL) < 0 ||
+	    epoll_ctl(wl->epfd, EPOLL_CTL_ADD, wl->tfd, &ev) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	pthread_mutex_lock(&wl->mu);
+	conn_start(wl);
+	pthread_mutex_unlock(&wl->mu);
+	*out = wl;
+	return 0;
+fail:
+	if (wl->epfd >= 0)
+		close(wl->epfd);
+	if (wl->tfd >= 0)
+		close(wl->tfd);
+	table_sess_free(wl->mirror, wl->ms);
+	table_free(wl->mirror);
+	sodium_free(wl->key);
+	pthread_mutex_destroy(&wl->mu);
+	pthread_cond_destroy(&wl->cond);
+	free(wl);
+	return r;
+}
+
+static int
+range_ok(const struct wslock_range *rg)
+{
+	return rg != NULL && rg->key != NULL && rg->keylen > 0 &&
+	    rg->keylen <= WSL_MAX_KEY && rg->start < rg->end;
+}
+
+static int
+lock_submit(struct wslock *wl, const struct wslock_range *rg, int mode,
+    int flags, void *reqarg, struct bwait *bw, uint64_t *reqid)
+{
+	struct creq	*r;
+	int		 rc;
+
+	if (!range_ok(rg) || (mode != WSLOCK_SHARED &&
+	    mode != WSLOCK_EXCLUSIVE) ||
+	    (flags & ~(WSL_LOCK_WAIT | WSL_LOCK_CACHED | WSL_LOCK_TEST)))
+		return -EINVAL;
+	if ((r = creq_new(wl, WSL_LOCK, rg)) == NULL)
+		return -ENOMEM;
+	r->q.mode = mode;
+	r->q.flags = flags;
+	r->reqarg = reqarg;
+	r->bw = bw;
+	if ((rc = creq_submit(wl, r)) < 0) {
+		creq_free(r);
+		return rc;
+	}
+	if (reqid != NULL)
+		*reqid = r->id;
+	return 0;
+}
+
+int
+wslock_lock(struct wslock *wl, const struct wslock_range *rg, int mode,
+    int flags, void *reqarg, uint64_t *reqid)
+{
+	int	r;
+
+	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED))
+		return -EINVAL;
+	pthread_mutex_lock(&wl->mu);
+	r = lock_submit(wl, rg, mode, flags, reqarg, NULL, reqid);
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+static int
+unlock_submit(struct wslock *wl, const struct wslock_range *rg,
+    struct bwait *bw)
+{
+	struct creq	*r;
+	int		 rc;
+
+	if (!range_ok(rg))
+		return -EINVAL;
+	if ((r = creq_new(wl, WSL_UNLOCK, rg)) == NULL)
+		return -ENOMEM;
+	r->bw = bw;
+	table_unlock(wl->mirror, wl->ms, &r->q);
+	if (wl->cs != CS_READY) {
+		/* The resync after the reconnect releases it on the server. */
+		if (bw != NULL)
+			bw->done = 1;
+		creq_free(r);
+		return 0;
+	}
+	if ((rc = creq_submit(wl, r)) < 0)
+		creq_free(r);
+	return rc;
+}
+
+int
+wslock_unlock(struct wslock *wl, const struct wslock_range *rg)
+{
+	int	r;
+
+	pthread_mutex_lock(&wl->mu);
+	r = unlock_submit(wl, rg, NULL);
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+static int
+cancel_locked(struct wslock *wl, uint64_t reqid)
+{
+	struct creq	*r, *c;
+	int		 rc;
+
+	TAILQ_FOREACH(r, &wl->reqs, entry)
+		if (r->id == reqid && r->type == WSL_LOCK)
+			break;
+	if (r == NULL || r->cancelled)
+		return -ENOENT;
+	r->cancelled = 1;
+	if (!r->sent) {
+		creq_finish(wl, r, -ECANCELED, 0);
+		return 0;
+	}
+	if ((c = creq_new(wl, WSL_CANCEL, NULL)) == NULL)
+		return -ENOMEM;
+	c->target = reqid;
+	if ((rc = creq_submit(wl, c)) < 0)
+		creq_free(c);
+	return rc;
+}
+
+int
+wslock_cancel(struct wslock *wl, uint64_t reqid)
+{
+	int	r;
+
+	pthread_mutex_lock(&wl->mu);
+	r = cancel_locked(wl, reqid);
+	pthread_mutex_unlock(&wl->mu);
+	deliver(wl);
+	return r;
+}
+
+struct held_ctx {
+	const struct wslock_range	*rg;
+	int				 mode;
+	uint64_t			 pos;
+	uint64_t			 token;
+	int				 progress;
+};
+
+static int
+held_one(const struct table_entry *te, void *arg)
+{
+	struct held_ctx	*hc = arg;
+
+	if (te->kind != WSL_ITEM_HOLDER || te->owner != hc->rg->owner ||
+	    te->keylen != hc->rg->keylen ||
+	    memcmp(te->key, hc->rg->key, te->keylen) != 0 ||
+	    te->mode < hc->mode)
+		return 0;
+	if (te->start <= hc->pos && te->end > hc->pos) {
+		hc->pos = te->end;
+		if (te->token > hc->token)
+			hc->token = te->token;
+		hc->progress = 1;
+	}
+	return 0;
+}
+
+int
+wslock_held(struct wslock *wl, const struct wslock_range *rg, int mode,
+    uint64_t *token)
+{
+	struct held_ctx	hc = { rg, mode, 0, 0, 0 };
+	int		r = 0;
+
+	if (!range_ok(rg))
+		return 0;
+	hc.pos = rg->start;
+	pthread_mutex_lock(&wl->mu);
+	if (wl->session_valid && !wl->jeopardy &&
+	    now_ms() - wl->lease_base < (uint64_t)wl->lease_ms / 2) {
+		/* Walk until the covered prefix stops growing. */
+		do {
+			hc.progress = 0;
+			table_walk(wl->mirror, wl->ms, held_one, &hc);
+		} while (hc.progress && hc.pos < rg->end);
+		r = hc.pos >= rg->end;
+	}
+	pthread_mutex_unlock(&wl->mu);
+	if (r && token != NULL)
+		*token = hc.token;
+	return r;
+}
+
+int64_t
+wslock_lease_left(struct wslock *wl)
+{
+	uint64_t	now = now_ms(), lim;
+	int64_t		r = 0;
+
+	pthread_mutex_lock(&wl->mu);
+	if (wl->session_valid && wl->lease_ms > 0) {
+		lim = wl->lease_base + wl->lease_ms / 2;
+		if (now < lim)
+			r = lim - now;
+	}
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+uint64_t
+wslock_session(struct wslock *wl)
+{
+	uint64_t	s;
+
+	pthread_mutex_lock(&wl->mu);
+	s = wl->session;
+	pthread_mutex_unlock(&wl->mu);
+	return s;
+}
+
+/*
+ * Wait, with wl->mu held, until bw is done or the deadline passes,
+ * driving the handle if no other thread does. Returns 0 or -ETIMEDOUT,
+ * always with wl->mu held.
+ */
+static int
+wait_locked(struct wslock *wl, struct bwait *bw, int (*until)(struct wslock *),
+    int timeout_ms)
+{
+	struct pollfd	pfd;
+	struct timespec	ts;
+	uint64_t	deadline = timeout_ms < 0 ? UINT64_MAX :
+			    now_ms() + timeout_ms, now;
+	int		slice;
+
+	for (;;) {
+		if (bw != NULL ? bw->done : until(wl))
+			return 0;
+		now = now_ms();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		slice = deadline - now > 100 ? 100 : (int)(deadline - now);
+		if (!wl->processing) {
+			wl->processing = 1;
+			pthread_mutex_unlock(&wl->mu);
+			pfd.fd = wl->epfd;
+			pfd.events = POLLIN;
+			poll(&pfd, 1, slice);
+			pthread_mutex_lock(&wl->mu);
+			process_locked(wl);
+			wl->processing = 0;
+			pthread_cond_broadcast(&wl->cond);
+			pthread_mutex_unlock(&wl->mu);
+			deliver(wl);
+			pthread_mutex_lock(&wl->mu);
+		} else {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += slice * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&wl->cond, &wl->mu, &ts);
+		}
+	}
+}
+
+static int
+is_ready(struct wslock *wl)
+{
+	return wl->cs == CS_READY;
+}
+
+static int
+is_refused(struct wslock *wl)
+{
+	return wl->cs == CS_READY || wl->last_err == -EACCES ||
+	    wl->last_err == -EPROTO || wl->last_err == -EPROTONOSUPPORT;
+}
+
+int
+wslock_connect_wait(struct wslock *wl, int timeout_ms)
+{
+	int	r;
+
+	pthread_mutex_lock(&wl->mu);
+	r = wait_locked(wl, NULL, is_refused, timeout_ms);
+	if (r == 0 && !is_ready(wl))
+		r = wl->last_err;
+	else if (r < 0 && wl->last_err != 0)
+		r = wl->last_err;
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+/* The blocking caller stops waiting for r: cancel or drop it. */
+static void
+abandon(struct wslock *wl, uint64_t reqid)
+{
+	struct creq	*r;
+
+	TAILQ_FOREACH(r, &wl->reqs, entry) {
+		if (r->id != reqid)
+			continue;
+		r->bw = NULL;
+		if (r->type != WSL_LOCK) {
+			r->unlock_on_grant = 1;
+			return;
+		}
+		r->unlock_on_grant = 1;
+		cancel_locked(wl, reqid);
+		return;
+	}
+}
+
+int
+wslock_lock_wait(struct wslock *wl, const struct wslock_range *rg, int mode,
+    int flags, int timeout_ms, uint64_t *token)
+{
+	struct bwait	bw;
+	uint64_t	id;
+	int		r;
+
+	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED))
+		return -EINVAL;
+	memset(&bw, 0, sizeof bw);
+	pthread_mutex_lock(&wl->mu);
+	if ((r = lock_submit(wl, rg, mode, flags, NULL, &bw, &id)) < 0)
+		goto out;
+	if ((r = wait_locked(wl, &bw, NULL, timeout_ms)) < 0) {
+		abandon(wl, id);
+		goto out;
+	}
+	r = bw.status;
+	if (r == 0 && token != NULL)
+		*token = bw.token;
+out:
+	pthread_mutex_unlock(&wl->mu);
+	deliver(wl);
+	return r;
+}
+
+int
+wslock_unlock_wait(struct wslock *wl, const struct wslock_range *rg,
+    int timeout_ms)
+{
+	struct bwait	bw;
+	int		r;
+
+	memset(&bw, 0, sizeof bw);
+	pthread_mutex_lock(&wl->mu);
+	if ((r = unlock_submit(wl, rg, &bw)) < 0)
+		goto out;
+	if ((r = wait_locked(wl, &bw, NULL, timeout_ms)) < 0) {
+		struct creq *c;
+
+		TAILQ_FOREACH(c, &wl->reqs, entry)
+			if (c->bw == &bw)
+				c->bw = NULL;
+		goto out;
+	}
+	r = bw.status == -ECONNRESET ? 0 : bw.status;
+out:
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+int
+wslock_test_wait(struct wslock *wl, const struct wslock_range *rg, int mode,
+    int timeout_ms, struct wslock_conflict *c)
+{
+	struct bwait	bw;
+	uint64_t	id;
+	int		r;
+
+	memset(&bw, 0, sizeof bw);
+	pthread_mutex_lock(&wl->mu);
+	if ((r = lock_submit(wl, rg, mode, WSL_LOCK_TEST, NULL, &bw,
+	    &id)) < 0)
+		goto out;
+	if ((r = wait_locked(wl, &bw, NULL, timeout_ms)) < 0) {
+		abandon(wl, id);
+		goto out;
+	}
+	r = bw.status;
+	if (r == 1 && c != NULL)
+		*c = bw.conflict;
+out:
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+int
+wslock_list_wait(struct wslock *wl, int timeout_ms,
+    void (*fn)(const struct wslock_item *, void *), void *arg)
+{
+	struct bwait	 bw;
+	struct creq	*r;
+	size_t		 i;
+	int		 rc;
+
+	memset(&bw, 0, sizeof bw);
+	pthread_mutex_lock(&wl->mu);
+	if ((r = creq_new(wl, WSL_LIST, NULL)) == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	r->bw = &bw;
+	if ((rc = creq_submit(wl, r)) < 0) {
+		creq_free(r);
+		goto out;
+	}
+	if ((rc = wait_locked(wl, &bw, NULL, timeout_ms)) < 0) {
+		TAILQ_FOREACH(r, &wl->reqs, entry)
+			if (r->bw == &bw)
+				r->bw = NULL;
+		goto out;
+	}
+	rc = bw.status;
+out:
+	pthread_mutex_unlock(&wl->mu);
+	for (i = 0; i < bw.nitems; i++) {
+		if (rc == 0)
+			fn(&bw.items[i], arg);
+		free((void *)bw.items[i].data);
+	}
+	free(bw.items);
+	return rc;
+}
+
+void
+wslock_close(struct wslock *wl)
+{
+	struct bwait	 bw;
+	struct creq	*r;
+	struct cev	*e;
+
+	if (wl == NULL)
+		return;
+	pthread_mutex_lock(&wl->mu);
+	if (wl->cs == CS_READY && (r = creq_new(wl, WSL_BYE, NULL)) != NULL) {
+		memset(&bw, 0, sizeof bw);
+		r->bw = &bw;
+		if (creq_submit(wl, r) < 0)
+			creq_free(r);
+		else
+			wait_locked(wl, &bw, NULL, 1000);
+	}
+	pthread_mutex_unlock(&wl->mu);
+	if (wl->sock >= 0)
+		close(wl->sock);
+	while ((r = TAILQ_FIRST(&wl->reqs)) != NULL) {
+		TAILQ_REMOVE(&wl->reqs, r, entry);
+		creq_free(r);
+	}
+	while ((e = TAILQ_FIRST(&wl->evs)) != NULL) {
+		TAILQ_REMOVE(&wl->evs, e, entry);
+		free((void *)e->r.key);
+		free(e);
+	}
+	table_sess_free(wl->mirror, wl->ms);
+	table_free(wl->mirror);
+	wsl_buf_free(&wl->in);
+	wsl_buf_free(&wl->out);
+	close(wl->epfd);
+	close(wl->tfd);
+	sodium_free(wl->key);
+	pthread_mutex_destroy(&wl->mu);
+	pthread_cond_destroy(&wl->cond);
+	free(wl);
+}

@@ -1,0 +1,242 @@
+/*
+ * libwslock: the client library of wslockd, the wsfs cluster lock server.
+ * This is its only public header.
+ *
+ * A handle (struct wslock) is one session with one server: one connection
+ * carrying any number of requests, a lease the library renews, and the
+ * locks the session holds. Locks are (key, owner, [start, end), mode):
+ * keys are opaque bytes (1..1024, e.g. "ws/<workspace>/<dev>:<ino>"),
+ * owners are 64-bit ids with POSIX per-owner semantics (an owner's locks
+ * never conflict with each other; a new lock replaces the owner's overlap,
+ * so ranges split, merge, upgrade and downgrade as with fcntl(2)).
+ * [0, WSLOCK_EOF) is the whole object.
+ *
+ * Two layers:
+ *  - Asynchronous: poll wslock_fd() for POLLIN/EPOLLIN and call
+ *    wslock_process() when it is readable. Requests are answered through
+ *    the callbacks of struct wslock_callbacks, from inside
+ *    wslock_process().
+ *  - Blocking: wslock_connect_wait(), wslock_lock_wait(),
+ *    wslock_unlock_wait(), wslock_test_wait(), wslock_list_wait(). They
+ *    drive the handle themselves if no other thread is inside
+ *    wslock_process(), and otherwise wait for that thread to do it.
+ *
+ * Errors: every function returning int returns 0 (or a documented
+ * non-negative value) on success and a negative errno on failure. The
+ * library never aborts and never exits; allocation failure is -ENOMEM.
+ *
+ * Threading: every function may be called from any thread at any time,
+ * except that wslock_close() must be the last call, made when no other
+ * thread is inside the library. At most one thread runs wslock_process()
+ * at a time (others calling it wait for it). Callbacks run in the thread
+ * inside wslock_process() (or a blocking call driving the handle), with no
+ * library lock held: they may call the asynchronous functions
+ * (wslock_lock, wslock_unlock, wslock_cancel, wslock_lease_left, ...) but
+ * not the blocking *_wait functions nor wslock_close().
+ *
+ * Leases and clocks. The server ends a session whose client has been
+ * silent for lease_ms (default 10 s), measured from when it *received* the
+ * client's last message. The library measures from when it *sent* the
+ * message whose reply it got last (always earlier), on CLOCK_BOOTTIME
+ * (which keeps counting through suspend and SIGSTOP), and:
+ *   - renews every lease/4;
+ *   - reports WSLOCK_JEOPARDY through the state callback once half of the
+ *     lease has gone by without a renewal (callers should stop starting
+ *     new protected work), and wslock_lease_left() drops to 0 then;
+ *   - declares every lock lost (lost callback, reason -ETIMEDOUT) once
+ *     90 % of the lease has gone by, before the server can have expired
+ *     the session, provided the two clocks' rates differ by less than
+ *     10 % (NTP keeps them within 0.05 %). The remaining 10 % also covers
+ *     the delay between checking the lease and acting on it.
+ *   After a lease was lost the library starts a fresh session (the server
+ *   frees whatever the old one still held) and never reclaims.
+ *
+ * Reconnects. When the connection breaks the library reconnects by itself
+ * (backoff 50 ms doubling to 2 s). If its lease is still valid it resumes
+ * the session or, when the server restarted, reclaims its locks in the
+ * server's grace period; a lock it cannot get back is reported lost
+ * (-ESTALE). Requests not yet answered are sent again after the reclaim.
+ */
+#ifndef WSLOCK_H
+#define WSLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WSLOCK_EOF		UINT64_MAX	/* end of the whole object */
+#define WSLOCK_DEFAULT_PORT	7420
+
+/* Modes. */
+#define WSLOCK_SHARED		1
+#define WSLOCK_EXCLUSIVE	2
+
+/* Request flags. */
+#define WSLOCK_WAIT		0x01	/* queue until granted (else -EAGAIN) */
+#define WSLOCK_CACHED		0x02	/* ask me (revoke) when someone waits */
+
+/* States reported through the state callback. */
+#define WSLOCK_DOWN		0	/* no connection; reconnecting */
+#define WSLOCK_UP		1	/* connected, lease valid */
+#define WSLOCK_JEOPARDY		2	/* lease renewal overdue */
+
+struct wslock;
+
+/* What a lock is about; key is copied, so it may be the caller's buffer. */
+struct wslock_range {
+	const void	*key;
+	size_t		 keylen;
+	uint64_t	 owner;
+	uint64_t	 start;
+	uint64_t	 end;		/* exclusive; WSLOCK_EOF: to the end */
+};
+
+/* A conflicting holder, as reported by wslock_test_wait(). */
+struct wslock_conflict {
+	uint64_t	session;
+	uint64_t	owner;
+	uint64_t	start;
+	uint64_t	end;
+	int		mode;
+};
+
+/* One row of wslock_list_wait(); pointers valid during the callback. */
+struct wslock_item {
+	int		 kind;		/* 1 session, 2 holder, 3 waiter */
+	uint64_t	 session;
+	uint64_t	 client_id;	/* session */
+	uint32_t	 lease_left_ms;	/* session */
+	int		 connected;	/* session */
+	uint64_t	 owner;
+	uint64_t	 start;
+	uint64_t	 end;
+	uint64_t	 token;		/* holder: fencing token */
+	uint64_t	 reqid;		/* waiter: its request id */
+	int		 mode;
+	int		 cached;
+	const void	*data;		/* session: name; else the key */
+	size_t		 datalen;
+};
+
+/*
+ * Callbacks; any may be NULL. arg is wslock_params.arg. Key pointers are
+ * valid only during the call.
+ */
+struct wslock_callbacks {
+	/*
+	 * A wslock_lock() request finished. status: 0 granted (token is the
+	 * fencing token), -EAGAIN conflict without WSLOCK_WAIT, -EBUSY the
+	 * server is in its grace period (try again shortly), -ECANCELED
+	 * cancelled, -EDQUOT a server limit, -EINVAL refused as malformed.
+	 */
+	void	(*done)(struct wslock *, uint64_t reqid, int status,
+		    uint64_t token, void *reqarg, void *arg);
+	/* Someone waits for a lock this session holds with WSLOCK_CACHED. */
+	void	(*revoke)(struct wslock *, const struct wslock_range *,
+		    uint64_t token, void *arg);
+	/*
+	 * A lock is gone and must not be relied on: reason -ETIMEDOUT (lease
+	 * lapsed), -ENOLCK (the server ended the session), -ESTALE (reclaim
+	 * refused after a restart).
+	 */
+	void	(*lost)(struct wslock *, const struct wslock_range *, int mode,
+		    uint64_t token, int reason, void *arg);
+	/* Connection/lease state changed: WSLOCK_DOWN, _UP, _JEOPARDY. */
+	void	(*state)(struct wslock *, int state, void *arg);
+};
+
+struct wslock_params {
+	const char			*addr;	/* "unix:PATH", "HOST[:PORT]" */
+	const char			*keyfile; /* needed for TCP */
+	const char			*name;	/* shown by wsctl locks */
+	const struct wslock_callbacks	*cb;
+	void				*arg;
+};
+
+/*
+ * Create a handle and start connecting (asynchronously). On success *out
+ * is a handle the caller owns and frees with wslock_close(). Fails with
+ * -EINVAL (bad address or parameters), -EPERM/-EINVAL/-errno (key file
+ * unusable: group/other-accessible, shorter than 32 bytes, unreadable),
+ * -ENOMEM, or -errno from creating descriptors. *out is untouched on
+ * failure.
+ */
+int	wslock_open(const struct wslock_params *, struct wslock **out);
+
+/*
+ * End the session cleanly (the server frees its locks at once) waiting at
+ * most 1 s for the server, and free everything. NULL is a no-op. Pending
+ * requests are not reported through callbacks any more.
+ */
+void	wslock_close(struct wslock *);
+
+/* The descriptor to poll for input; owned by the handle, never closed. */
+int	wslock_fd(const struct wslock *);
+
+/* Do everything pending without blocking. 0, or -ENOMEM. */
+int	wslock_process(struct wslock *);
+
+/*
+ * Ask for a lock. On success returns 0, sets *reqid (if not NULL) and the
+ * done callback follows exactly once, with reqarg, unless the handle is
+ * closed first. Requests made while disconnected are sent after the
+ * reconnect. -EINVAL for a bad range, key or mode; -ENOMEM.
+ */
+int	wslock_lock(struct wslock *, const struct wslock_range *, int mode,
+	    int flags, void *reqarg, uint64_t *reqid);
+
+/*
+ * Release [start, end) of the owner's locks on key (nothing held is not
+ * an error). Takes effect locally at once; the server is told
+ * asynchronously. 0, -EINVAL, -ENOMEM.
+ */
+int	wslock_unlock(struct wslock *, const struct wslock_range *);
+
+/*
+ * Withdraw a waiting request. 0: done will report -ECANCELED, or 0 if
+ * the grant crossed the cancel (the lock is then held and must be
+ * unlocked). -ENOENT: no such unfinished request.
+ */
+int	wslock_cancel(struct wslock *, uint64_t reqid);
+
+/*
+ * Does this session hold [start, end) of key for owner, in mode or
+ * stronger, by its own reckoning? 1 yes (and *token set if not NULL), 0
+ * no. A lease in jeopardy counts as no.
+ */
+int	wslock_held(struct wslock *, const struct wslock_range *, int mode,
+	    uint64_t *token);
+
+/* Milliseconds of lease the caller can still rely on; 0 if none. */
+int64_t	wslock_lease_left(struct wslock *);
+
+/* This handle's session id on the server (0 before the first WELCOME). */
+uint64_t wslock_session(struct wslock *);
+
+/*
+ * Blocking layer. timeout_ms < 0 waits forever. -ETIMEDOUT when the time
+ * ran out (a lock wait is then cancelled; if the grant crossed the cancel
+ * the lock is released again), -EINTR never.
+ *
+ * wslock_connect_wait: until the session is up. Fails early with the
+ * reason of the last attempt when the server refuses (-EACCES wrong key
+ * or uid, -EPROTO) or when it is not reachable for the whole timeout
+ * (-ECONNREFUSED, -ENOENT, ...).
+ */
+int	wslock_connect_wait(struct wslock *, int timeout_ms);
+/* Lock and wait for the answer; status as for the done callback. */
+int	wslock_lock_wait(struct wslock *, const struct wslock_range *,
+	    int mode, int flags, int timeout_ms, uint64_t *token);
+/* Unlock and wait until the server confirmed it. */
+int	wslock_unlock_wait(struct wslock *, const struct wslock_range *,
+	    int timeout_ms);
+/*
+ * Would mode on range be granted now? 0 yes; 1 no, with the first
+ * conflicting holder in *c (if not NULL). Takes nothing.
+ */
+int	wslock_test_wait(struct wslock *, const struct wslock_range *,
+	    int mode, int timeout_ms, struct wslock_conflict *c);
+/* Call fn for every session, holder and waiter on the server. */
+int	wslock_list_wait(struct wslock *, int timeout_ms,
+	    void (*fn)(const struct wslock_item *, void *), void *arg);
+
+#endif
