@@ -18,7 +18,7 @@
 #include "lockd.h"
 #include "log.h"
 
-#define DEFAULT_UNIX	"unix:/run/wslockd.sock"
+#define DEFAULT_UNIX	"unix:/run/wslockd/wslockd.sock"
 #define DEFAULT_TCP	":7420"
 #define DEFAULT_KEY	SYSCONFDIR "/wsfs/cluster.key"
 #define DEFAULT_STATE	"/var/lib/wslockd"

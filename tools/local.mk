@@ -4,6 +4,8 @@ tools_wsctl_SOURCES = tools/wsctl.c tools/wsctl.h lockd/log.c lockd/log.h
 tools_wsctl_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) $(UUID_CFLAGS) $(INIH_CFLAGS)
 tools_wsctl_LDADD = $(SODIUM_LIBS) $(UUID_LIBS) $(INIH_LIBS) -lpthread
 tools_wsctl_SOURCES += tools/cmd-workspace.c
+tools_wsctl_SOURCES += tools/cmd-lock.c tools/cmd-locks.c tools/cmd-keygen.c
+tools_wsctl_LDADD += lockd/libwslock.a $(SODIUM_LIBS) -lm
 dist_man_MANS += tools/wsctl.8
 
 # Scratch workspaces and the sweeper: wsctl scratch and wsctl sweep, the

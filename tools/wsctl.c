@@ -20,6 +20,14 @@ static const struct wsctl_cmd wsctl_cmds[] = {
 	    "create, hold, end and list scratch workspaces", cmd_scratch },
 	{ "sweep", "[--base DIR] [--dry-run] [--ttl-hours H]",
 	    "remove ended and idle scratch workspaces now", cmd_sweep },
+	{ "lock", "[--lockd ADDR] [--key FILE] [--shared] [--wait SECONDS] "
+	    "KEY -- COMMAND...", "run a command holding a cluster-wide lock",
+	    cmd_lock },
+	{ "locks", "[--lockd ADDR] [--key FILE] [--json]",
+	    "list the lock server's sessions, holders and waiters",
+	    cmd_locks },
+	{ "keygen", "FILE", "write a new random cluster key (mode 0600)",
+	    cmd_keygen },
 	{ NULL, NULL, NULL, NULL }
 };
 

@@ -36,4 +36,19 @@ int	scratch_cmd_open(const char *, int, struct scratch_base **);
 /* cmd-sweep.c */
 int	cmd_sweep(int, char **);
 
+/* cmd-keygen.c */
+int	cmd_keygen(int, char **);
+
+/* cmd-lock.c */
+#define WSCTL_DEFAULT_LOCKD	"unix:/run/wslockd/wslockd.sock"
+#define WSCTL_DEFAULT_KEY	"/etc/wsfs/cluster.key"
+struct wslock;
+int	cmd_lock(int, char **);
+/* Connect to wslockd, telling the user what went wrong; 0 or -errno. */
+int	wsctl_lockd_open(const char *, const char *, const char *,
+	    struct wslock **);
+
+/* cmd-locks.c */
+int	cmd_locks(int, char **);
+
 #endif
