@@ -39,3 +39,5 @@ lockd_libwslock_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 check_PROGRAMS += tests/lockd/lockclient
 tests_lockd_lockclient_SOURCES = tests/lockd/lockclient.c
 tests_lockd_lockclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
+
+dist_man_MANS += lockd/wslockd.8
