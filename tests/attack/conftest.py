@@ -121,7 +121,8 @@ def _finish(m):
     try:
         status = m.stop()
     except wsfstest.MountError as e:
-        pytest.fail(f"unmount failed: {e}", pytrace=False)
+        pytest.fail(f"unmount failed: {e}; log:\n{m.log()[-4000:]}",
+                    pytrace=False)
     if status not in (0, None):
         pytest.fail(f"{FS} exited with status {status}; log:\n{m.log()}",
                     pytrace=False)

@@ -317,26 +317,38 @@ def _try_list(p):
         return [A.errname(e.errno)]
 
 
-def test_class9_dir_moved_out(layout, amount):
-    """A directory moved out of SOURCE on the backing store while wsfs
-    holds it (a process has its cwd there, the test holds a dir fd and a
-    file fd), and moved back and forth by a racer.
+@pytest.mark.parametrize("dest", ["outside", "sibling"])
+def test_class9_dir_moved_out(layout, amount, dest):
+    """A directory moved out of its workspace on the backing store while
+    wsfs holds it (a process has its cwd there, the test holds a dir fd and
+    a file fd): moved out of SOURCE (dest=outside, next to canaries) or
+    into the sibling workspace (dest=sibling), once, and then back and
+    forth by a racer.
 
-    What happens (observed, see the class 9 notes in the summary): wsfs
-    keeps serving the directory by its O_PATH fd, so operations through
-    fds opened before the move act on the moved directory itself, wherever
-    it now is (as on a local filesystem, where an fd follows its inode);
-    new path lookups of mnt/ws/mv fail with ENOENT once the kernel
-    revalidates. What must never happen, and is asserted: anything outside
-    the moved directory (the canaries beside it) becomes readable or
-    writable through the mount, via "..", via a symlink inside the moved
-    directory, or via names looked up in it.
+    What happens (observed with wsfs at the time of writing; the summary's
+    class 9 notes print it on every run): wsfs keeps serving the directory
+    by its O_PATH fd, so operations through fds opened before the move
+    (listdir, read, create) act on the moved directory itself, wherever it
+    now is -- as on a local filesystem, where an open fd follows its
+    inode. The old path keeps working until the kernel revalidates the
+    entry (entry_timeout). readlink inside the moved directory fails
+    (ENOENT: its depth below the workspace root is undefined), and ".."
+    from the held fd is resolved by the kernel in the mount, not on the
+    backing store. What must never happen, and is asserted: anything
+    outside the moved directory itself (the canaries beside it, the
+    sibling workspace's files) becomes readable or writable through the
+    mount, via "..", via a symlink inside the moved directory, or via
+    names looked up in it.
     """
     L, m = layout, amount
     st9 = STATS[9]
-    outdir = os.path.join(L.base, f"out-{L.m}")
     mvname = f"mv-{L.m}"
-    L.add_canary_dir(outdir, tolerate={mvname})
+    if dest == "outside":
+        outdir = os.path.join(L.base, f"out-{L.m}")
+        L.add_canary_dir(outdir, tolerate={mvname})
+    else:
+        outdir = os.path.join(L.src, L.SIB)
+        L.loose[outdir] = {mvname}
     L.baseline()
     mv = L.ws_src(mvname)
     os.makedirs(os.path.join(mv, "sub"))
@@ -372,7 +384,7 @@ def test_class9_dir_moved_out(layout, amount):
                 except OSError as e:
                     obs[what] = A.errname(e.errno)
             os.rename(away, mv)
-            st9.notes.append("moved out: " + "; ".join(
+            st9.notes.append(f"moved to {dest}: " + "; ".join(
                 f"{k} -> {v}" for k, v in obs.items()))
             A.sweep_atk(away if os.path.isdir(away) else mv, L)
             with A.Racers([["move", mv, away]], stats=st9):
