@@ -59,11 +59,7 @@ inode_table_init(int source_fd, int max_fds)
 	if (fstatat(source_fd, "", &st, AT_EMPTY_PATH) == -1)
 		fatal("stat %s", wsfs.source);
 	TAILQ_INIT(&itab.lru);
-	/* open_by_handle_at wants a real fd, not an O_PATH one. */
-	itab.mount_fd = openat(source_fd, ".", O_RDONLY | O_DIRECTORY |
-	    O_CLOEXEC);
-	if (itab.mount_fd == -1)
-		fatal("open %s", wsfs.source);
+	itab.mount_fd = wsfs.source_fd_rd;
 	itab.max_fds = max_fds;
 	itab.root.dev = st.st_dev;
 	itab.root.ino = st.st_ino;

@@ -1,11 +1,12 @@
 # wsfs: the FUSE daemon.
 sbin_PROGRAMS += fs/wsfs
 fs_wsfs_SOURCES = fs/main.c fs/wsfs.h fs/conf.c fs/conf.h fs/inode.c fs/ops.c \
-	fs/priv.c fs/symlink.c fs/uring.c \
+	fs/priv.c fs/symlink.c fs/uring.c fs/cluster.c fs/glock.c \
+	fs/plock.c \
 	lockd/log.c lockd/log.h
 fs_wsfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIH_CFLAGS) \
 	$(UUID_CFLAGS) $(CAPNG_CFLAGS)
-fs_wsfs_LDADD = $(FUSE_LIBS) $(URING_LIBS) $(INIH_LIBS) $(UUID_LIBS) $(CAPNG_LIBS) \
+fs_wsfs_LDADD = lockd/libwslock.a $(SODIUM_LIBS) $(FUSE_LIBS) $(URING_LIBS) $(INIH_LIBS) $(UUID_LIBS) $(CAPNG_LIBS) \
 	-lpthread
 dist_man_MANS += fs/wsfs.8 fs/wsfs.conf.5
 

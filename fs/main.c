@@ -179,6 +179,7 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	struct fuse_args	 args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_lowlevel_ops ops;
 	struct fuse_loop_config	*lcfg;
 	char			*config = NULL;
 	char			 err[512], kopts[4096], **optv;
@@ -245,6 +246,10 @@ main(int argc, char **argv)
 		return 1;
 	}
 	check_source(wsfs.source_fd);
+	/* open_by_handle_at wants a real fd, not an O_PATH one. */
+	if ((wsfs.source_fd_rd = openat(wsfs.source_fd, ".", O_RDONLY |
+	    O_DIRECTORY | O_CLOEXEC)) == -1)
+		fatal("open %s", wsfs.source);
 	if (wsfs.conf.max_fds == 0)
 		wsfs.conf.max_fds = default_max_fds();
 	/* Modes from the kernel are already masked with the caller's umask. */
@@ -261,7 +266,18 @@ main(int argc, char **argv)
 	    (debug && fuse_opt_add_arg(&args, "-d") == -1))
 		fatalx("out of memory");
 
-	wsfs.se = fuse_session_new(&args, &wsfs_ops, sizeof wsfs_ops, NULL);
+	if ((r = cluster_init()) < 0) {
+		fprintf(stderr, "wsfs: lock service: %s\n", strerror(-r));
+		return 1;
+	}
+	ops = wsfs_ops;
+	if (!cluster_enabled()) {
+		/* One node: the kernel's own flock and fcntl locks serve. */
+		ops.getlk = NULL;
+		ops.setlk = NULL;
+		ops.flock = NULL;
+	}
+	wsfs.se = fuse_session_new(&args, &ops, sizeof ops, NULL);
 	if (wsfs.se == NULL)
 		fatalx("could not create the FUSE session");
 	if (fuse_set_signal_handlers(wsfs.se) == -1)
@@ -283,6 +299,7 @@ main(int argc, char **argv)
 	/* Before any thread starts: capabilities are per thread. */
 	priv_drop();
 	uring_init(wsfs.conf.uring != WS_URING_OFF);
+	cluster_start();
 	log_info("serving %s on %s (kind=%s)", wsfs.source, wsfs.mountpoint,
 	    conf_kind_name(wsfs.conf.kind));
 
@@ -294,6 +311,7 @@ main(int argc, char **argv)
 	r = fuse_session_loop_mt(wsfs.se, lcfg);
 	fuse_loop_cfg_destroy(lcfg);
 
+	cluster_shutdown();
 	uring_shutdown();
 	priv_unmount_begin();
 	fuse_session_unmount(wsfs.se);

@@ -134,6 +134,30 @@ ws_is_sgid_noexec(int fd)
 	    (st.st_mode & (S_ISGID | S_IXGRP)) == S_ISGID;
 }
 
+/* The inode number behind a name in a directory, 0 if there is none. */
+static ino_t
+ws_name_ino(int dirfd, const char *name)
+{
+	struct stat	st;
+
+	if (!cluster_enabled() ||
+	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return 0;
+	return st.st_ino;
+}
+
+static void
+ws_io_written(void *arg, int res)
+{
+	glock_put(arg, res > 0);
+}
+
+static void
+ws_io_read(void *arg, int res)
+{
+	glock_put(arg, 0);
+}
+
 static void
 ws_reply_entry(fuse_req_t req, int r, struct fuse_entry_param *e)
 {
@@ -262,6 +286,7 @@ ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct fuse_file_info *fi)
 {
 	struct inode	*in = ws_inode(ino);
+	struct glock	*g;
 	struct stat	 st;
 	char		 path[64];
 	uid_t		 uid;
@@ -272,7 +297,12 @@ ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		fuse_reply_err(req, EPERM);
 		return;
 	}
+	if ((r = glock_get(in, 1, &g)) < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	if ((fd = inode_fd_get(in)) < 0) {
+		glock_put(g, 0);
 		fuse_reply_err(req, -fd);
 		return;
 	}
@@ -313,6 +343,7 @@ ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		r = -errno;
 out:
 	inode_fd_put(in);
+	glock_put(g, 1);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -383,9 +414,11 @@ ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 {
 	struct inode		*p = ws_inode(parent);
 	struct fuse_entry_param	 e;
+	struct glock		*g = NULL;
 	int			 pfd, r;
 
-	if ((r = ws_may_change(req, p, name)) < 0)
+	if ((r = ws_may_change(req, p, name)) < 0 ||
+	    (r = glock_get(p, 1, &g)) < 0)
 		goto out;
 	if ((pfd = inode_fd_get(p)) < 0) {
 		r = pfd;
@@ -400,6 +433,7 @@ ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	r = r == -1 ? -errno : ws_created(req, p, pfd, name, mode, &e);
 	inode_fd_put(p);
 out:
+	glock_put(g, 1);
 	ws_reply_entry(req, r, &e);
 }
 
@@ -438,7 +472,9 @@ ws_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 static void
 ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
-	struct inode	*p = ws_inode(parent);
+	struct inode	*p = ws_inode(parent), *ins[2];
+	struct glock	*g[GLOCK_MAX] = { NULL };
+	ino_t		 inos[2];
 	int		 pfd, r;
 
 	if ((r = ws_may_change(req, p, name)) < 0)
@@ -447,8 +483,15 @@ ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 		r = pfd;
 		goto out;
 	}
-	r = unlinkat(pfd, name, flags) == -1 ? -errno : 0;
+	/* The directory and the object whose link count changes. */
+	inos[0] = p->ino;
+	ins[0] = p;
+	inos[1] = ws_name_ino(pfd, name);
+	ins[1] = NULL;
+	if ((r = glock_get_many(inos, ins, 2, g)) == 0)
+		r = unlinkat(pfd, name, flags) == -1 ? -errno : 0;
 	inode_fd_put(p);
+	glock_put_many(g, 1);
 out:
 	fuse_reply_err(req, -r);
 }
@@ -470,6 +513,9 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
 	struct inode	*p = ws_inode(parent), *np = ws_inode(newparent);
+	struct inode	*ins[4] = { p, np, NULL, NULL };
+	struct glock	*g[GLOCK_MAX] = { NULL };
+	ino_t		 inos[4];
 	int		 pfd, npfd, r;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
@@ -492,7 +538,15 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		r = npfd;
 		goto out;
 	}
-	r = renameat2(pfd, name, npfd, newname, flags) == -1 ? -errno : 0;
+	/* Both directories, the moved object and the one it replaces. */
+	inos[0] = p->ino;
+	inos[1] = np->ino;
+	inos[2] = ws_name_ino(pfd, name);
+	inos[3] = ws_name_ino(npfd, newname);
+	if ((r = glock_get_many(inos, ins, 4, g)) == 0)
+		r = renameat2(pfd, name, npfd, newname, flags) == -1 ?
+		    -errno : 0;
+	glock_put_many(g, 1);
 	inode_fd_put(np);
 	inode_fd_put(p);
 out:
@@ -504,7 +558,10 @@ ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
     const char *newname)
 {
 	struct inode		*in = ws_inode(ino), *np = ws_inode(newparent);
+	struct inode		*ins[2] = { in, np };
+	struct glock		*g[GLOCK_MAX] = { NULL };
 	struct fuse_entry_param	 e;
+	ino_t			 inos[2];
 	int			 fd, npfd, r;
 
 	if (!ws_same_workspace(in, np) || in->ws_root == NULL) {
@@ -522,7 +579,12 @@ ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		r = npfd;
 		goto out;
 	}
-	r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) == -1 ? -errno : 0;
+	inos[0] = in->ino;
+	inos[1] = np->ino;
+	if ((r = glock_get_many(inos, ins, 2, g)) == 0)
+		r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) == -1 ?
+		    -errno : 0;
+	glock_put_many(g, 1);
 	inode_fd_put(np);
 	inode_fd_put(in);
 	if (r == 0)
@@ -543,7 +605,11 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	f->sgid_noexec = (flags & O_ACCMODE) != O_RDONLY &&
 	    ws_is_sgid_noexec(fd);
 	fi->fh = (uintptr_t)f;
-	fi->keep_cache = 1;
+	/*
+	 * With a lock service, other nodes change files: drop the cached
+	 * pages at each open (close-to-open, as NFS does).
+	 */
+	fi->keep_cache = !cluster_enabled();
 	/* O_DIRECT bypasses the kernel's cache; the backing open need not. */
 	if (flags & O_DIRECT) {
 		fi->direct_io = 1;
@@ -557,6 +623,7 @@ static void
 ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode	*in = ws_inode(ino);
+	struct glock	*g;
 	int		 fd;
 
 	if (in->type == S_IFDIR) {
@@ -568,7 +635,14 @@ ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	if ((fd = inode_open(in, fi->flags & ~O_DIRECT)) < 0) {
+	/* Taking the shared lock makes a writer elsewhere give it back. */
+	if ((fd = glock_get(in, 0, &g)) < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	fd = inode_open(in, fi->flags & ~O_DIRECT);
+	glock_put(g, 0);
+	if (fd < 0) {
 		fuse_reply_err(req, -fd);
 		return;
 	}
@@ -586,10 +660,12 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 {
 	struct inode		*p = ws_inode(parent);
 	struct fuse_entry_param	 e;
+	struct glock		*g = NULL;
 	int			 pfd, fd = -1, r, created = 1;
 	int			 flags = fi->flags & ~(O_DIRECT | O_NOCTTY);
 
-	if ((r = ws_may_change(req, p, name)) < 0)
+	if ((r = ws_may_change(req, p, name)) < 0 ||
+	    (r = glock_get(p, 1, &g)) < 0)
 		goto out;
 	if ((pfd = inode_fd_get(p)) < 0) {
 		r = pfd;
@@ -620,6 +696,7 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		r = -ENOMEM;
 	}
 out:
+	glock_put(g, 1);
 	if (r < 0) {
 		if (fd >= 0)
 			close(fd);
@@ -632,7 +709,14 @@ static void
 ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fuse_file_info *fi)
 {
-	uring_read(req, ws_file(fi)->fd, size, off);
+	struct glock	*g;
+	int		 r;
+
+	if ((r = glock_get(ws_inode(ino), 0, &g)) < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	uring_read(req, ws_file(fi)->fd, size, off, g ? ws_io_read : NULL, g);
 }
 
 static void
@@ -640,10 +724,16 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     off_t off, struct fuse_file_info *fi)
 {
 	struct wsfile	*f = ws_file(fi);
+	struct glock	*g;
+	int		 r;
 
+	if ((r = glock_get(f->inode, 1, &g)) < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	if (f->sgid_noexec)
 		ws_kill_sgid(req, f->fd);
-	uring_write(req, f->fd, buf, size, off);
+	uring_write(req, f->fd, buf, size, off, g ? ws_io_written : NULL, g);
 }
 
 static void
@@ -651,6 +741,7 @@ ws_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int	fd;
 
+	plock_release_owner(ws_file(fi)->inode, fi->lock_owner, 0);
 	/* Closing a duplicate reports close-time errors (NFS) to close(2). */
 	if ((fd = dup(ws_file(fi)->fd)) == -1 || close(fd) == -1)
 		fuse_reply_err(req, errno);
@@ -663,6 +754,8 @@ ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct wsfile	*f = ws_file(fi);
 
+	if (fi->flock_release)
+		plock_release_owner(f->inode, fi->lock_owner, 1);
 	close(f->fd);
 	inode_opened(f->inode, -1);
 	free(f);
@@ -960,6 +1053,7 @@ ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     const char *value, size_t size, int flags)
 {
 	struct inode	*in = ws_inode(ino);
+	struct glock	*g;
 	ssize_t		 r;
 
 	if (in->type == S_IFLNK)
@@ -968,9 +1062,11 @@ ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		r = -EOPNOTSUPP;
 	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
 		r = -EPERM;
-	else
+	else if ((r = glock_get(in, 1, &g)) == 0) {
 		r = ws_xattr(in, XA_SET, name, (void *)(uintptr_t)value, size,
 		    flags);
+		glock_put(g, 1);
+	}
 	fuse_reply_err(req, r < 0 ? (int)-r : 0);
 }
 
@@ -978,14 +1074,17 @@ static void
 ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct inode	*in = ws_inode(ino);
+	struct glock	*g;
 	ssize_t		 r;
 
 	if (in->type == S_IFLNK)
 		r = -EPERM;
 	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
 		r = -EPERM;
-	else
+	else if ((r = glock_get(in, 1, &g)) == 0) {
 		r = ws_xattr(in, XA_REMOVE, name, NULL, 0, 0);
+		glock_put(g, 1);
+	}
 	fuse_reply_err(req, r < 0 ? (int)-r : 0);
 }
 
@@ -993,10 +1092,16 @@ static void
 ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
     off_t length, struct fuse_file_info *fi)
 {
-	if (fallocate(ws_file(fi)->fd, mode, offset, length) == -1)
-		fuse_reply_err(req, errno);
-	else
-		fuse_reply_err(req, 0);
+	struct glock	*g;
+	int		 r;
+
+	if ((r = glock_get(ws_inode(ino), 1, &g)) < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	r = fallocate(ws_file(fi)->fd, mode, offset, length) == -1 ? errno : 0;
+	glock_put(g, 1);
+	fuse_reply_err(req, r);
 }
 
 static void
@@ -1016,14 +1121,43 @@ ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
     struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	ssize_t	n;
+	struct glock	*g;
+	ssize_t		 n;
+	int		 r;
 
+	if ((r = glock_get(ws_inode(ino_out), 1, &g)) < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	n = copy_file_range(ws_file(fi_in)->fd, &off_in, ws_file(fi_out)->fd,
 	    &off_out, len, (unsigned int)flags);
 	if (n == -1)
-		fuse_reply_err(req, errno);
+		r = errno;
+	glock_put(g, 1);
+	if (n == -1)
+		fuse_reply_err(req, r);
 	else
 		fuse_reply_write(req, (size_t)n);
+}
+
+static void
+ws_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+    struct flock *lock)
+{
+	plock_getlk(req, ws_inode(ino), fi, lock);
+}
+
+static void
+ws_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+    struct flock *lock, int sleep)
+{
+	plock_setlk(req, ws_inode(ino), fi, lock, sleep);
+}
+
+static void
+ws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
+{
+	plock_flock(req, ws_inode(ino), fi, op);
 }
 
 const struct fuse_lowlevel_ops wsfs_ops = {
@@ -1061,4 +1195,8 @@ const struct fuse_lowlevel_ops wsfs_ops = {
 	.fallocate	 = ws_fallocate,
 	.lseek		 = ws_lseek,
 	.copy_file_range = ws_copy_file_range,
+	/* Only with a lock service; else the kernel's own locks serve. */
+	.getlk		 = ws_getlk,
+	.setlk		 = ws_setlk,
+	.flock		 = ws_flock,
 };

@@ -622,7 +622,6 @@ walk_init(struct walk *w, int top, const char *name, const char *report_id,
 {
 	struct io_uring_params	p;
 	unsigned		workers[2] = { IOWQ_WORKERS, IOWQ_WORKERS };
-	if (getenv("XW")) workers[0] = workers[1] = atoi(getenv("XW"));
 
 	memset(w, 0, sizeof *w);
 	w->top = top;

@@ -34,6 +34,8 @@ struct uring_op {
 	size_t		 size;		/* bytes wanted */
 	size_t		 done;		/* bytes transferred so far */
 	off_t		 off;
+	uring_done_fn	 fn;		/* called once before the reply */
+	void		*fn_arg;
 };
 
 static struct io_uring	ring;
@@ -91,6 +93,16 @@ uring_submit(struct uring_op *op)
 	return r < 0 ? r : 0;
 }
 
+/* Tell the caller the I/O is over, before the kernel hears of it. */
+static void
+uring_finish(struct uring_op *op, int res)
+{
+	if (op->fn != NULL) {
+		op->fn(op->fn_arg, res);
+		op->fn = NULL;
+	}
+}
+
 static void
 uring_op_free(struct uring_op *op)
 {
@@ -122,6 +134,10 @@ uring_sync(struct uring_op *op)
 			break;
 		op->done += (size_t)n;
 	}
+	if (op->kind == UOP_FSYNC &&
+	    (op->datasync ? fdatasync(op->fd) : fsync(op->fd)) == -1)
+		goto err;
+	uring_finish(op, (int)op->done);
 	switch (op->kind) {
 	case UOP_READ:
 		fuse_reply_buf(op->req, op->buf, op->done);
@@ -130,15 +146,15 @@ uring_sync(struct uring_op *op)
 		fuse_reply_write(op->req, op->done);
 		break;
 	case UOP_FSYNC:
-		if ((op->datasync ? fdatasync(op->fd) : fsync(op->fd)) == -1)
-			goto err;
 		fuse_reply_err(op->req, 0);
 		break;
 	}
 	uring_op_free(op);
 	return;
 err:
-	fuse_reply_err(op->req, errno);
+	n = errno;
+	uring_finish(op, -(int)n);
+	fuse_reply_err(op->req, (int)n);
 	uring_op_free(op);
 }
 
@@ -158,6 +174,7 @@ uring_complete(struct uring_op *op, int res)
 	if (res < 0) {
 		if (op->kind != UOP_FSYNC && op->done > 0)
 			goto reply;
+		uring_finish(op, res);
 		fuse_reply_err(op->req, -res);
 		uring_op_free(op);
 		return;
@@ -168,6 +185,7 @@ uring_complete(struct uring_op *op, int res)
 			goto again;
 	}
 reply:
+	uring_finish(op, (int)op->done);
 	switch (op->kind) {
 	case UOP_READ:
 		fuse_reply_buf(op->req, op->buf, op->done);
@@ -249,7 +267,7 @@ uring_shutdown(void)
 
 static struct uring_op *
 uring_op_new(fuse_req_t req, enum uring_kind kind, int fd, size_t size,
-    off_t off)
+    off_t off, uring_done_fn fn, void *fn_arg)
 {
 	struct uring_op	*op;
 
@@ -264,19 +282,26 @@ uring_op_new(fuse_req_t req, enum uring_kind kind, int fd, size_t size,
 	op->fd = fd;
 	op->size = size;
 	op->off = off;
+	op->fn = fn;
+	op->fn_arg = fn_arg;
 	return op;
 }
 
 void
-uring_read(fuse_req_t req, int fd, size_t size, off_t off)
+uring_read(fuse_req_t req, int fd, size_t size, off_t off, uring_done_fn fn,
+    void *fn_arg)
 {
 	struct uring_op	*op;
 
-	if ((op = uring_op_new(req, UOP_READ, fd, size, off)) == NULL) {
+	if ((op = uring_op_new(req, UOP_READ, fd, size, off, fn,
+	    fn_arg)) == NULL) {
+		if (fn != NULL)
+			fn(fn_arg, -ENOMEM);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	if (size == 0) {
+		uring_finish(op, 0);
 		fuse_reply_buf(req, NULL, 0);
 		uring_op_free(op);
 		return;
@@ -285,16 +310,21 @@ uring_read(fuse_req_t req, int fd, size_t size, off_t off)
 }
 
 void
-uring_write(fuse_req_t req, int fd, const char *buf, size_t size, off_t off)
+uring_write(fuse_req_t req, int fd, const char *buf, size_t size, off_t off,
+    uring_done_fn fn, void *fn_arg)
 {
 	struct uring_op	*op;
 
 	/* The request buffer is reused once the worker returns: copy it. */
-	if ((op = uring_op_new(req, UOP_WRITE, fd, size, off)) == NULL) {
+	if ((op = uring_op_new(req, UOP_WRITE, fd, size, off, fn,
+	    fn_arg)) == NULL) {
+		if (fn != NULL)
+			fn(fn_arg, -ENOMEM);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	if (size == 0) {
+		uring_finish(op, 0);
 		fuse_reply_write(req, 0);
 		uring_op_free(op);
 		return;
@@ -308,7 +338,7 @@ uring_fsync(fuse_req_t req, int fd, int datasync)
 {
 	struct uring_op	*op;
 
-	if ((op = uring_op_new(req, UOP_FSYNC, fd, 0, 0)) == NULL) {
+	if ((op = uring_op_new(req, UOP_FSYNC, fd, 0, 0, NULL, NULL)) == NULL) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}

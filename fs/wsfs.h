@@ -60,6 +60,7 @@ struct wsfs {
 	const char		*source;	/* for messages only */
 	const char		*mountpoint;
 	int			 source_fd;	/* O_PATH|O_DIRECTORY of SOURCE */
+	int			 source_fd_rd;	/* O_RDONLY of SOURCE: handles */
 	int			 proc_fd;	/* O_PATH of /proc/self/fd */
 	struct inode		*root;
 	struct fuse_session	*se;
@@ -67,6 +68,57 @@ struct wsfs {
 };
 
 extern struct wsfs wsfs;
+
+/*
+ * Something waiting for an answer of the lock server: the done callback
+ * of libwslock calls w->done from the lock thread.
+ */
+struct cluster_waiter {
+	void	(*done)(struct cluster_waiter *w, int status, uint64_t token);
+};
+struct glock;
+
+/* cluster.c */
+int		 cluster_init(void);
+void		 cluster_start(void);
+void		 cluster_shutdown(void);
+int		 cluster_enabled(void);
+struct wslock	*cluster_handle(void);
+uint64_t	 cluster_now_ms(void);
+size_t		 cluster_key(char kind, ino_t ino, char *buf, size_t len);
+void		 cluster_defer(void (*fn)(void *), void *arg);
+void		 cluster_defer_inval(void (*fn)(void *), void *arg);
+void		 cluster_wake(void);
+
+/* glock.c */
+/*
+ * Hold the cluster lock of an inode for one operation (exclusive for a
+ * change); waits up to lock_timeout, then -EIO (logged). *out is NULL when
+ * no lock service is configured. Pair with glock_put(*out, wrote).
+ */
+int		 glock_get(struct inode *in, int exclusive, struct glock **out);
+/* Exclusive locks on up to GLOCK_MAX inodes, in one global order. */
+#define GLOCK_MAX 4
+int		 glock_get_many(const ino_t *inos, struct inode *const *ins,
+		     int n, struct glock **out);
+void		 glock_put(struct glock *g, int wrote);
+void		 glock_put_many(struct glock **gs, int wrote);
+void		 glock_revoke(const void *key, size_t keylen);
+void		 glock_lost(const void *key, size_t keylen);
+void		 glock_state_changed(void);
+void		 glock_tick(void);
+void		 glock_release_all(void);
+void		 glock_stats(unsigned long *count, unsigned long *held);
+
+/* plock.c */
+void		 plock_setlk(fuse_req_t req, struct inode *in,
+		     struct fuse_file_info *fi, struct flock *lk, int sleep);
+void		 plock_getlk(fuse_req_t req, struct inode *in,
+		     struct fuse_file_info *fi, struct flock *lk);
+void		 plock_flock(fuse_req_t req, struct inode *in,
+		     struct fuse_file_info *fi, int op);
+void		 plock_release_owner(struct inode *in, uint64_t owner,
+		     int flock);
 
 /* inode.c */
 void		 inode_table_init(int source_fd, int max_fds);
@@ -105,14 +157,17 @@ int		 symlink_rewrite(const char *target, unsigned int depth,
 		     char *out, size_t outlen);
 
 /* uring.c */
+/* Called once when an I/O is over (res: bytes or -errno), before the reply. */
+typedef void	(*uring_done_fn)(void *arg, int res);
 /* Start io_uring; on failure log once and fall back to plain syscalls. */
 void		 uring_init(int enable);
 void		 uring_shutdown(void);
 int		 uring_active(void);
 /* Each of these replies to req exactly once, possibly from another thread. */
-void		 uring_read(fuse_req_t req, int fd, size_t size, off_t off);
+void		 uring_read(fuse_req_t req, int fd, size_t size, off_t off,
+		     uring_done_fn fn, void *fn_arg);
 void		 uring_write(fuse_req_t req, int fd, const char *buf,
-		     size_t size, off_t off);
+		     size_t size, off_t off, uring_done_fn fn, void *fn_arg);
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
 /* ops.c */

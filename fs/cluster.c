@@ -1,0 +1,319 @@
+/*
+ * The node's session with wslockd (kind=shared with lockd= set). One lock
+ * thread polls the client library and runs its callbacks; one worker thread
+ * does what must not stall the lock thread (fsync before giving a lock back,
+ * kernel cache invalidation, which may wait on the kernel). Object locks
+ * (glock.c) and application locks (plock.c) share this session.
+ */
+#include "config.h"
+
+#include <sys/eventfd.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wslock.h"
+#include "wsfs.h"
+
+struct cluster_task {
+	void			(*fn)(void *);
+	void			*arg;
+	STAILQ_ENTRY(cluster_task) entry;
+};
+
+/* A queue of tasks run in order by one thread of its own. */
+struct cluster_queue {
+	pthread_t		 thread;
+	pthread_mutex_t		 lock;
+	pthread_cond_t		 cond;
+	STAILQ_HEAD(, cluster_task) tasks;	/* guarded by lock */
+	int			 stop;		/* guarded by lock */
+};
+
+static struct {
+	struct wslock		*wl;
+	int			 enabled;
+	int			 stop;
+	int			 wake_fd;	/* eventfd: wake the lock thread */
+	pthread_t		 lock_thread;
+	/* Giving locks back: fsync may be slow but never waits on us. */
+	struct cluster_queue	 work;
+	/* Cache invalidation, which may wait for the kernel's page locks. */
+	struct cluster_queue	 inval;
+	int			 state;		/* last WSLOCK_* state */
+	unsigned long long	 src_id;	/* SOURCE's inode number */
+} cl = {
+	.work = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	    .cond = PTHREAD_COND_INITIALIZER },
+	.inval = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	    .cond = PTHREAD_COND_INITIALIZER },
+	.wake_fd = -1,
+};
+
+int
+cluster_enabled(void)
+{
+	return cl.enabled;
+}
+
+struct wslock *
+cluster_handle(void)
+{
+	return cl.wl;
+}
+
+uint64_t
+cluster_now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Lock keys name the inode within this SOURCE, the same on every node:
+ * inode numbers of shared storage are stable across its clients, device
+ * numbers are not.
+ */
+size_t
+cluster_key(char kind, ino_t ino, char *buf, size_t len)
+{
+	int	n;
+
+	n = snprintf(buf, len, "%c/%llu/%llu", kind, cl.src_id,
+	    (unsigned long long)ino);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+static void
+cluster_queue_add(struct cluster_queue *q, void (*fn)(void *), void *arg)
+{
+	struct cluster_task	*t;
+
+	if ((t = malloc(sizeof *t)) == NULL) {
+		/* Out of memory: do it here rather than not at all. */
+		fn(arg);
+		return;
+	}
+	t->fn = fn;
+	t->arg = arg;
+	pthread_mutex_lock(&q->lock);
+	STAILQ_INSERT_TAIL(&q->tasks, t, entry);
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void
+cluster_defer(void (*fn)(void *), void *arg)
+{
+	cluster_queue_add(&cl.work, fn, arg);
+}
+
+void
+cluster_defer_inval(void (*fn)(void *), void *arg)
+{
+	cluster_queue_add(&cl.inval, fn, arg);
+}
+
+void
+cluster_wake(void)
+{
+	uint64_t	one = 1;
+
+	if (cl.wake_fd >= 0 && write(cl.wake_fd, &one, sizeof one) == -1 &&
+	    errno != EAGAIN)
+		log_warn("eventfd write: %s", strerror(errno));
+}
+
+static void
+cluster_done(struct wslock *wl, uint64_t reqid, int status, uint64_t token,
+    void *reqarg, void *arg)
+{
+	struct cluster_waiter	*w = reqarg;
+
+	w->done(w, status, token);
+}
+
+static void
+cluster_revoke(struct wslock *wl, const struct wslock_range *r,
+    uint64_t token, void *arg)
+{
+	if (r->keylen > 0 && ((const char *)r->key)[0] == 'g')
+		glock_revoke(r->key, r->keylen);
+}
+
+static void
+cluster_lost(struct wslock *wl, const struct wslock_range *r, int mode,
+    uint64_t token, int reason, void *arg)
+{
+	const char	*k = r->key;
+
+	if (r->keylen > 0 && k[0] == 'g')
+		glock_lost(r->key, r->keylen);
+	log_limited(LOG_WARNING, "lock-lost", "node %s lost lock %.*s "
+	    "(token %llu): %s", wsfs.conf.node, (int)r->keylen, k,
+	    (unsigned long long)token, strerror(-reason));
+}
+
+static void
+cluster_state(struct wslock *wl, int state, void *arg)
+{
+	static const char *names[] = { "down", "up", "in jeopardy" };
+
+	if (state != cl.state && state >= 0 && state <= 2)
+		log_notice("node %s: lock service %s (%s)", wsfs.conf.node,
+		    names[state], wsfs.conf.lockd);
+	cl.state = state;
+	glock_state_changed();
+}
+
+static const struct wslock_callbacks cluster_cbs = {
+	.done = cluster_done,
+	.revoke = cluster_revoke,
+	.lost = cluster_lost,
+	.state = cluster_state,
+};
+
+static void *
+cluster_lock_loop(void *arg)
+{
+	struct pollfd	pfd[2];
+	uint64_t	v;
+
+	pfd[0].fd = wslock_fd(cl.wl);
+	pfd[0].events = POLLIN;
+	pfd[1].fd = cl.wake_fd;
+	pfd[1].events = POLLIN;
+	while (!cl.stop) {
+		/* The library's lease timers want a call at least this often. */
+		if (poll(pfd, 2, 100) == -1 && errno != EINTR)
+			fatal("poll");
+		if (pfd[1].revents & POLLIN)
+			(void)read(cl.wake_fd, &v, sizeof v);
+		if (wslock_process(cl.wl) < 0)
+			log_warn("lock client: out of memory");
+		glock_tick();
+	}
+	return NULL;
+}
+
+static void *
+cluster_queue_loop(void *arg)
+{
+	struct cluster_queue	*q = arg;
+	struct cluster_task	*t;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		while (STAILQ_EMPTY(&q->tasks) && !q->stop)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if ((t = STAILQ_FIRST(&q->tasks)) == NULL)
+			break;
+		STAILQ_REMOVE_HEAD(&q->tasks, entry);
+		pthread_mutex_unlock(&q->lock);
+		t->fn(t->arg);
+		free(t);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+static void
+cluster_queue_start(struct cluster_queue *q)
+{
+	int	r;
+
+	if ((r = pthread_create(&q->thread, NULL, cluster_queue_loop, q)) != 0)
+		fatalx("pthread_create: %s", strerror(r));
+}
+
+/* Run what is queued, then end the thread. */
+static void
+cluster_queue_stop(struct cluster_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->stop = 1;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+}
+
+int
+cluster_init(void)
+{
+	struct wslock_params	 p;
+	struct stat		 st;
+	char			 host[256];
+	int			 r;
+
+	STAILQ_INIT(&cl.work.tasks);
+	STAILQ_INIT(&cl.inval.tasks);
+	if (wsfs.conf.kind != WS_KIND_SHARED || wsfs.conf.lockd == NULL ||
+	    strcmp(wsfs.conf.lockd, "off") == 0)
+		return 0;
+	if (fstat(wsfs.source_fd, &st) == -1)
+		return -errno;
+	cl.src_id = (unsigned long long)st.st_ino;
+	if (wsfs.conf.node == NULL) {
+		if (gethostname(host, sizeof host) == -1)
+			snprintf(host, sizeof host, "node");
+		host[sizeof host - 1] = '\0';
+		if ((wsfs.conf.node = strdup(host)) == NULL)
+			return -ENOMEM;
+	}
+	memset(&p, 0, sizeof p);
+	p.addr = wsfs.conf.lockd;
+	p.keyfile = wsfs.conf.key ? wsfs.conf.key : "/etc/wsfs/cluster.key";
+	p.name = wsfs.conf.node;
+	p.cb = &cluster_cbs;
+	if ((r = wslock_open(&p, &cl.wl)) < 0) {
+		log_err("lock service %s (key %s): %s", p.addr, p.keyfile,
+		    strerror(-r));
+		return r;
+	}
+	cl.enabled = 1;
+	return 0;
+}
+
+/* Start the threads; after priv_drop, since capabilities are per thread. */
+void
+cluster_start(void)
+{
+	int	r;
+
+	if (!cl.enabled)
+		return;
+	if ((cl.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1)
+		fatal("eventfd");
+	cluster_queue_start(&cl.work);
+	cluster_queue_start(&cl.inval);
+	if ((r = pthread_create(&cl.lock_thread, NULL, cluster_lock_loop,
+	    NULL)) != 0)
+		fatalx("pthread_create: %s", strerror(r));
+	log_info("node %s: cluster locks from %s", wsfs.conf.node,
+	    wsfs.conf.lockd);
+}
+
+/* Give every lock back (making writes durable first) and end the session. */
+void
+cluster_shutdown(void)
+{
+	if (!cl.enabled)
+		return;
+	cluster_queue_stop(&cl.work);
+	cluster_queue_stop(&cl.inval);
+	glock_release_all();
+	cl.stop = 1;
+	cluster_wake();
+	pthread_join(cl.lock_thread, NULL);
+	wslock_close(cl.wl);
+	cl.wl = NULL;
+	cl.enabled = 0;
+}

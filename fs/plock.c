@@ -1,0 +1,234 @@
+/*
+ * Application locks of kind=shared mounts: flock(2) and fcntl(2) locks
+ * (F_SETLK, F_SETLKW, F_GETLK, OFD locks) are forwarded to wslockd, so two
+ * agents on two nodes exclude each other as two processes on one machine
+ * would. A blocking request never holds a FUSE worker: the reply is sent
+ * when the server grants it, and an interrupt (a signal, Ctrl-C) cancels
+ * the wait in wslockd and answers EINTR. POSIX locks go with close (flush
+ * with the owner), flock locks with the last close of the open file.
+ * fcntl and flock locks use separate keys: they do not interact, as on
+ * Linux.
+ */
+#include "config.h"
+
+#include <sys/file.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wslock.h"
+#include "wsfs.h"
+
+/*
+ * One lock request in flight. Two references: the caller's, and the done
+ * callback's, which answers the kernel.
+ */
+struct plock_wait {
+	struct cluster_waiter	 w;		/* must be first */
+	fuse_req_t		 req;
+	uint64_t		 reqid;
+	pthread_mutex_t		 lock;
+	int			 refs;		/* guarded by lock */
+	int			 sent;		/* reqid valid; guarded by lock */
+	int			 interrupted;	/* guarded by lock */
+};
+
+static void
+plock_range(char kind, struct inode *in, uint64_t owner, uint64_t start,
+    uint64_t end, char *key, size_t keylen, struct wslock_range *r)
+{
+	r->keylen = cluster_key(kind, in->ino, key, keylen);
+	r->key = key;
+	r->owner = owner;
+	r->start = start;
+	r->end = end;
+}
+
+static void
+plock_unref(struct plock_wait *pw)
+{
+	int	last;
+
+	pthread_mutex_lock(&pw->lock);
+	last = --pw->refs == 0;
+	pthread_mutex_unlock(&pw->lock);
+	if (last) {
+		pthread_mutex_destroy(&pw->lock);
+		free(pw);
+	}
+}
+
+static int
+plock_errno(int status)
+{
+	switch (status) {
+	case 0:
+		return 0;
+	case -ECANCELED:
+		return EINTR;
+	case -EAGAIN:
+	case -EBUSY:
+		return EAGAIN;
+	case -EDQUOT:
+		return ENOLCK;
+	default:
+		return status < 0 ? -status : EIO;
+	}
+}
+
+/* Answer the kernel. Clearing the interrupt function first waits for a
+ * running one, so none can run after the free. */
+static void
+plock_reply(struct plock_wait *pw, int status)
+{
+	fuse_req_interrupt_func(pw->req, NULL, NULL);
+	fuse_reply_err(pw->req, plock_errno(status));
+}
+
+static void
+plock_done(struct cluster_waiter *w, int status, uint64_t token)
+{
+	struct plock_wait	*pw = (struct plock_wait *)w;
+
+	plock_reply(pw, status);
+	plock_unref(pw);
+}
+
+/* Runs with libfuse's request lock held. */
+static void
+plock_interrupt(fuse_req_t req, void *arg)
+{
+	struct plock_wait	*pw = arg;
+
+	pthread_mutex_lock(&pw->lock);
+	pw->interrupted = 1;
+	if (pw->sent)
+		(void)wslock_cancel(cluster_handle(), pw->reqid);
+	pthread_mutex_unlock(&pw->lock);
+	cluster_wake();
+}
+
+/* Ask for a lock; the answer comes from plock_done, later if blocking. */
+static void
+plock_lock(fuse_req_t req, struct wslock_range *r, int mode, int sleep)
+{
+	struct plock_wait	*pw;
+	int			 ret;
+
+	if ((pw = calloc(1, sizeof *pw)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pw->w.done = plock_done;
+	pw->req = req;
+	pw->refs = 2;
+	pthread_mutex_init(&pw->lock, NULL);
+	if (sleep)
+		fuse_req_interrupt_func(req, plock_interrupt, pw);
+	pthread_mutex_lock(&pw->lock);
+	ret = wslock_lock(cluster_handle(), r, mode, sleep ? WSLOCK_WAIT : 0,
+	    pw, &pw->reqid);
+	if (ret == 0) {
+		pw->sent = 1;
+		if (pw->interrupted)
+			(void)wslock_cancel(cluster_handle(), pw->reqid);
+	}
+	pthread_mutex_unlock(&pw->lock);
+	if (ret < 0) {
+		/* No done callback will come: answer and drop its reference. */
+		plock_reply(pw, ret);
+		plock_unref(pw);
+	} else
+		cluster_wake();
+	plock_unref(pw);
+}
+
+void
+plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
+    struct flock *lk, int sleep)
+{
+	struct wslock_range	r;
+	char			key[64];
+	uint64_t		start, end;
+
+	if (lk->l_start < 0 || lk->l_len < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	start = (uint64_t)lk->l_start;
+	end = lk->l_len == 0 ? WSLOCK_EOF : start + (uint64_t)lk->l_len;
+	plock_range('p', in, fi->lock_owner, start, end, key, sizeof key, &r);
+	if (lk->l_type == F_UNLCK) {
+		fuse_reply_err(req, -wslock_unlock(cluster_handle(), &r));
+		cluster_wake();
+		return;
+	}
+	plock_lock(req, &r, lk->l_type == F_RDLCK ? WSLOCK_SHARED :
+	    WSLOCK_EXCLUSIVE, sleep);
+}
+
+void
+plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
+    struct flock *lk)
+{
+	struct wslock_conflict	c;
+	struct wslock_range	r;
+	char			key[64];
+	uint64_t		start, end;
+	int			ret;
+
+	start = lk->l_start < 0 ? 0 : (uint64_t)lk->l_start;
+	end = lk->l_len <= 0 ? WSLOCK_EOF : start + (uint64_t)lk->l_len;
+	plock_range('p', in, fi->lock_owner, start, end, key, sizeof key, &r);
+	ret = wslock_test_wait(cluster_handle(), &r, lk->l_type == F_RDLCK ?
+	    WSLOCK_SHARED : WSLOCK_EXCLUSIVE,
+	    (int)(wsfs.conf.lock_timeout * 1000), &c);
+	if (ret < 0) {
+		fuse_reply_err(req, ret == -ETIMEDOUT ? EIO : -ret);
+		return;
+	}
+	if (ret == 0)
+		lk->l_type = F_UNLCK;
+	else {
+		lk->l_type = c.mode == WSLOCK_SHARED ? F_RDLCK : F_WRLCK;
+		lk->l_start = (off_t)c.start;
+		lk->l_len = c.end == WSLOCK_EOF ? 0 : (off_t)(c.end - c.start);
+		/* The holder may be on another node: no pid to give. */
+		lk->l_pid = 0;
+	}
+	fuse_reply_lock(req, lk);
+}
+
+void
+plock_flock(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
+    int op)
+{
+	struct wslock_range	r;
+	char			key[64];
+
+	plock_range('f', in, fi->lock_owner, 0, WSLOCK_EOF, key, sizeof key,
+	    &r);
+	if ((op & ~LOCK_NB) == LOCK_UN) {
+		fuse_reply_err(req, -wslock_unlock(cluster_handle(), &r));
+		cluster_wake();
+		return;
+	}
+	plock_lock(req, &r, (op & LOCK_SH) ? WSLOCK_SHARED : WSLOCK_EXCLUSIVE,
+	    !(op & LOCK_NB));
+}
+
+/* close(2) drops the owner's POSIX locks; the last close its flock lock. */
+void
+plock_release_owner(struct inode *in, uint64_t owner, int flock)
+{
+	struct wslock_range	r;
+	char			key[64];
+
+	if (!cluster_enabled())
+		return;
+	plock_range(flock ? 'f' : 'p', in, owner, 0, WSLOCK_EOF, key,
+	    sizeof key, &r);
+	(void)wslock_unlock(cluster_handle(), &r);
+	cluster_wake();
+}
