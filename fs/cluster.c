@@ -185,20 +185,22 @@ cluster_lock_loop(void *arg)
 {
 	struct pollfd	pfd[2];
 	uint64_t	v;
+	int		timeout = 100;
 
 	pfd[0].fd = wslock_fd(cl.wl);
 	pfd[0].events = POLLIN;
 	pfd[1].fd = cl.wake_fd;
 	pfd[1].events = POLLIN;
 	while (!cl.stop) {
-		/* The library's lease timers want a call at least this often. */
-		if (poll(pfd, 2, 100) == -1 && errno != EINTR)
+		/* The library's lease timers want a call at least every 100 ms. */
+		if (poll(pfd, 2, timeout) == -1 && errno != EINTR)
 			fatal("poll");
-		if (pfd[1].revents & POLLIN)
-			(void)read(cl.wake_fd, &v, sizeof v);
+		if ((pfd[1].revents & POLLIN) &&
+		    read(cl.wake_fd, &v, sizeof v) == -1 && errno != EAGAIN)
+			log_warn("eventfd read: %s", strerror(errno));
 		if (wslock_process(cl.wl) < 0)
 			log_warn("lock client: out of memory");
-		glock_tick();
+		timeout = glock_tick();
 	}
 	return NULL;
 }

@@ -64,6 +64,7 @@ static struct {
 	void			*tree;
 	TAILQ_HEAD(glock_idle, glock) idle;	/* oldest use last */
 	unsigned long		 count;
+	uint64_t		 revoke_due;	/* a revoked lock's hold ends */
 } gl = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.idle = TAILQ_HEAD_INITIALIZER(gl.idle),
@@ -259,10 +260,19 @@ glock_do_release(void *arg)
 static void
 glock_maybe_release_locked(struct glock *g, uint64_t now)
 {
+	uint64_t	due;
+
 	if (!g->held || g->users > 0 || g->releasing || g->want)
 		return;
-	if (g->revoke ? now < g->acquired_ms + GLOCK_MIN_HOLD_MS :
-	    now < g->used_ms + GLOCK_IDLE_MS)
+	if (g->revoke && now < (due = g->acquired_ms + GLOCK_MIN_HOLD_MS)) {
+		/* Come back when the minimum hold is over. */
+		if (gl.revoke_due == 0 || due < gl.revoke_due) {
+			gl.revoke_due = due;
+			cluster_wake();
+		}
+		return;
+	}
+	if (!g->revoke && now < g->used_ms + GLOCK_IDLE_MS)
 		return;
 	g->releasing = 1;
 	glock_idle_del_locked(g);
@@ -304,21 +314,36 @@ glock_state_changed(void)
 	pthread_mutex_unlock(&gl.lock);
 }
 
-/* Lock thread, every ~100 ms: give back what was revoked or is idle. */
-void
+/*
+ * Lock thread: give back what was revoked or is idle. Returns how many
+ * milliseconds may pass before the next call.
+ */
+int
 glock_tick(void)
 {
 	struct glock	*g, *prev;
 	uint64_t	 now = cluster_now_ms();
+	int		 next = 100;
 
 	pthread_mutex_lock(&gl.lock);
+	if (gl.revoke_due != 0 && now >= gl.revoke_due) {
+		gl.revoke_due = 0;
+		for (g = TAILQ_FIRST(&gl.idle); g != NULL; g = prev) {
+			prev = TAILQ_NEXT(g, idle);
+			if (g->revoke)
+				glock_maybe_release_locked(g, now);
+		}
+	}
 	for (g = TAILQ_LAST(&gl.idle, glock_idle); g != NULL; g = prev) {
 		prev = TAILQ_PREV(g, glock_idle, idle);
 		if (!g->revoke && now < g->used_ms + GLOCK_IDLE_MS)
 			break;
 		glock_maybe_release_locked(g, now);
 	}
+	if (gl.revoke_due != 0)
+		next = gl.revoke_due > now ? (int)(gl.revoke_due - now) : 0;
 	pthread_mutex_unlock(&gl.lock);
+	return next < 100 ? next : 100;
 }
 
 static void

@@ -106,7 +106,7 @@ void		 glock_put_many(struct glock **gs, int wrote);
 void		 glock_revoke(const void *key, size_t keylen);
 void		 glock_lost(const void *key, size_t keylen);
 void		 glock_state_changed(void);
-void		 glock_tick(void);
+int		 glock_tick(void);
 void		 glock_release_all(void);
 void		 glock_stats(unsigned long *count, unsigned long *held);
 
