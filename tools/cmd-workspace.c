@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sweep.h"
 #include "wsctl.h"
 
 #define WS_META_DIR	".wsfs"
@@ -887,48 +888,50 @@ out:
 }
 
 /*
- * Check that the directory name of SOURCE is the one its marker records:
- * a directory, on SOURCE's filesystem (not a mount on top of it), with the
+ * Check that the directory name in dirfd is the one the marker records: a
+ * directory, on SOURCE's filesystem (not a mount on top of it), with the
  * recorded inode and, where the filesystem has them, the recorded file
  * handle (which carries the inode generation, so a reused inode number does
  * not match). st_dev itself is not compared with the marker: on NFS it is
- * assigned per mount and changes across remounts and nodes.
+ * assigned per mount and changes across remounts and nodes. where names
+ * dirfd in messages.
  */
 static int
-ws_check_inode(struct ws_source *s, const char *name,
-    const struct ws_marker *m, struct stat *st)
+ws_check_inode(struct ws_source *s, int dirfd, const char *where,
+    const char *name, const struct ws_marker *m)
 {
-	char	handle[sizeof m->handle];
-	int	fd, r = 0;
+	struct stat	st;
+	char		handle[sizeof m->handle];
+	int		fd, r = 0;
 
-	fd = openat(s->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC);
 	if (fd == -1) {
 		r = -errno;
 		if (errno == ELOOP || errno == ENOTDIR)
 			log_warn("%s/%s is not a directory (a symlink or "
-			    "file took its place); not removed", s->path, name);
+			    "file took its place); not removed", where, name);
 		else if (errno != ENOENT)
-			log_warn("%s/%s: %s", s->path, name, strerror(errno));
+			log_warn("%s/%s: %s", where, name, strerror(errno));
 		return r;
 	}
-	if (fstat(fd, st) == -1) {
+	if (fstat(fd, &st) == -1) {
 		r = -errno;
-		log_warn("%s/%s: %s", s->path, name, strerror(errno));
+		log_warn("%s/%s: %s", where, name, strerror(errno));
 		goto out;
 	}
-	if (st->st_dev != s->st.st_dev) {
+	if (st.st_dev != s->st.st_dev) {
 		log_warn("%s/%s is another filesystem mounted on the "
-		    "workspace; not removed", s->path, name);
+		    "workspace; not removed", where, name);
 		r = -EXDEV;
 		goto out;
 	}
 	ws_handle_get(fd, handle, sizeof handle);
-	if (st->st_ino != m->ino || (m->handle[0] != '\0' &&
+	if (st.st_ino != m->ino || (m->handle[0] != '\0' &&
 	    handle[0] != '\0' && strcmp(handle, m->handle) != 0)) {
 		log_warn("%s/%s is not the directory wsctl created (inode "
-		    "%ju, marker records %ju); not removed", s->path, name,
-		    (uintmax_t)st->st_ino, (uintmax_t)m->ino);
+		    "%ju, marker records %ju); not removed", where, name,
+		    (uintmax_t)st.st_ino, (uintmax_t)m->ino);
 		r = -ESTALE;
 	}
 out:
@@ -936,14 +939,65 @@ out:
 	return r;
 }
 
+/* Tell the admin what the safe deletion had to leave in place. */
+static void
+ws_sweep_report(void *arg, enum sweep_event ev, const char *id,
+    const char *detail)
+{
+	const char	*source = arg;
+
+	if (ev == SWEEP_EV_MOUNT)
+		log_warn("%s/%s/%s: a mount point, not crossed and left in "
+		    "place", source, SWEEP_TRASH_DIR, detail);
+	else if (ev == SWEEP_EV_ERROR)
+		log_warn("%s/%s/%s: %s", source, SWEEP_TRASH_DIR, id, detail);
+}
+
 /*
- * Interim: the removal goes through the sweeper's safe deletion
- * (fs/sweep.c), which is not in the tree yet; until then rm refuses.
+ * Remove the workspace name with the sweeper's safe deletion: rename it
+ * into SOURCE/.wsfs-trash, check again that what was moved is the recorded
+ * directory (closing the window between the first check and the rename),
+ * then delete it there without following symlinks or crossing mounts.
+ * Anything else that was moved is put back.
  */
 static int
-ws_remove_tree(struct ws_source *s, const char *name, const struct stat *st)
+ws_remove(struct ws_source *s, const char *name, const struct ws_marker *m,
+    struct sweep_stats *stats)
 {
-	return -ENOSYS;
+	char	trash[320], where[PATH_MAX];
+	int	tfd, r;
+
+	if ((r = sweep_trash_move(s->fd, name, trash, sizeof trash)) < 0) {
+		log_warn("%s/%s: moving it to %s failed: %s", s->path, name,
+		    SWEEP_TRASH_DIR, strerror(-r));
+		return r;
+	}
+	tfd = openat(s->fd, SWEEP_TRASH_DIR, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC);
+	if (tfd == -1) {
+		r = -errno;
+		log_warn("%s/%s: %s", s->path, SWEEP_TRASH_DIR,
+		    strerror(errno));
+		return r;
+	}
+	snprintf(where, sizeof where, "%s/%s", s->path, SWEEP_TRASH_DIR);
+	if ((r = ws_check_inode(s, tfd, where, trash, m)) < 0) {
+		if (renameat2(tfd, trash, s->fd, name, RENAME_NOREPLACE) == -1)
+			log_warn("%s/%s: could not be put back as %s/%s: %s",
+			    where, trash, s->path, name, strerror(errno));
+		close(tfd);
+		return r;
+	}
+	close(tfd);
+	if ((r = sweep_trash_delete(s->fd, trash, stats)) < 0) {
+		if (r == -EBUSY)
+			log_warn("%s/%s: removed except for what is left in "
+			    "%s/%s", s->path, name, where, trash);
+		else
+			log_warn("%s/%s: deleting %s/%s failed: %s", s->path,
+			    name, where, trash, strerror(-r));
+	}
+	return r;
 }
 
 /* wsctl workspace rm SOURCE/NAME */
@@ -952,8 +1006,9 @@ ws_rm(int argc, char **argv)
 {
 	struct ws_source	 s;
 	struct ws_marker	 m;
-	struct stat		 st;
+	struct sweep_stats	 stats;
 	const char		*source, *name, *why, *owner = NULL;
+	uint64_t		 finished = 0;
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
 	ws_source_init(&s);
@@ -969,6 +1024,20 @@ ws_rm(int argc, char **argv)
 
 	if (ws_source_open(&s, source, 0, 1) < 0)
 		goto out;
+	memset(&stats, 0, sizeof stats);
+	stats.report = ws_sweep_report;
+	stats.report_arg = (void *)source;
+	/*
+	 * An earlier rm that crashed half-way left its tree in the trash;
+	 * finish it first (the workspace lock keeps other rm's out of it).
+	 */
+	if ((r = sweep_empty_trash(s.fd, &stats, &finished)) < 0)
+		log_warn("%s/%s: finishing earlier removals: %s", source,
+		    SWEEP_TRASH_DIR, strerror(-r));
+	else if (finished > 0)
+		log_info("%s/%s: finished %ju interrupted removal%s", source,
+		    SWEEP_TRASH_DIR, (uintmax_t)finished,
+		    finished == 1 ? "" : "s");
 	if ((r = ws_marker_read(&s, name, &m)) < 0) {
 		if (r == -ENOENT)
 			log_warn("%s/%s was not created by wsctl (no marker "
@@ -980,25 +1049,29 @@ ws_rm(int argc, char **argv)
 			    "damaged marker; not removed" : strerror(-r));
 		goto out;
 	}
-	if ((r = ws_check_inode(&s, name, &m, &st)) < 0) {
+	if ((r = ws_check_inode(&s, s.fd, source, name, &m)) < 0) {
 		if (r != -ENOENT)
 			goto out;
 		log_warn("%s/%s was already gone; removing its marker",
 		    source, name);
-	} else if ((r = ws_remove_tree(&s, name, &st)) < 0) {
-		log_warn("%s/%s: removal failed: %s", source, name,
-		    strerror(-r));
+	} else if ((r = ws_remove(&s, name, &m, &stats)) < 0 && r != -EBUSY)
 		goto out;
-	}
-	/* The marker goes last: a crash before this leaves a stale marker
-	 * that the next rm (or create of the same name) cleans up. */
+	/*
+	 * The marker goes last: a crash before this leaves a stale marker
+	 * that the next rm (or a create of the same name) cleans up. After
+	 * -EBUSY the name is gone and only the trash holds the rest.
+	 */
 	if (unlinkat(s.marker_fd, name, 0) == -1) {
 		log_warn("%s/%s/%s/%s: %s", source, WS_META_DIR, WS_MARKER_DIR,
 		    name, strerror(errno));
 		goto out;
 	}
 	fsync(s.marker_fd);
-	ret = WSCTL_EXIT_OK;
+	if (r == 0)
+		printf("removed %s/%s (%ju files, %ju directories)\n", source,
+		    name, (uintmax_t)stats.files, (uintmax_t)stats.dirs);
+	if (r == 0 || r == -ENOENT)
+		ret = WSCTL_EXIT_OK;
 out:
 	ws_source_close(&s);
 	return ret;

@@ -315,14 +315,7 @@ def test_symlink_swapped_in_never_followed_by_rm(src, canary):
     assert_canary(canary)
 
 
-def rm_available():
-    return os.path.exists(os.path.join(os.environ.get(
-        "WSFS_SRCDIR", BUILDDIR), "fs", "sweep.c"))
-
-
 def test_rm_removes_created_workspace(src, canary):
-    if not rm_available():
-        pytest.skip("fs/sweep.c (safe deletion) not in the tree yet")
     wsctl("workspace", "create", f"{src}/ws", "--owner", "nobody", check=0)
     os.makedirs(f"{src}/ws/deep/er")
     open(f"{src}/ws/deep/er/f", "w").close()
@@ -399,3 +392,51 @@ def test_usage_errors(src):
     assert "usage" in wsctl("workspace", "create", "--help",
                             check=0).stdout
     wsctl("workspace", "list", f"{src}/nonexistent", check=1)
+
+
+def test_rm_leaves_mount_inside_alone(src, tmp_path):
+    """A filesystem mounted inside the workspace is not crossed: its files
+    survive, the rest goes, and the leftover is finished by a later rm."""
+    wsctl("workspace", "create", f"{src}/ws", check=0)
+    os.makedirs(f"{src}/ws/sub/mnt")
+    open(f"{src}/ws/sub/file", "w").close()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", f"{src}/ws/sub/mnt"],
+                   check=True)
+    try:
+        with open(f"{src}/ws/sub/mnt/canary", "w") as f:
+            f.write("in tmpfs")
+        p = wsctl("workspace", "rm", f"{src}/ws", check=1)
+        assert "mount point" in p.stderr, p.stderr
+        assert not os.path.lexists(f"{src}/ws")
+        assert not os.path.exists(f"{src}/.wsfs/workspaces/ws")
+        [left] = os.listdir(f"{src}/.wsfs-trash")
+        mnt = f"{src}/.wsfs-trash/{left}/sub/mnt"
+        with open(f"{mnt}/canary") as f:
+            assert f.read() == "in tmpfs"
+        assert not os.path.exists(f"{src}/.wsfs-trash/{left}/sub/file")
+    finally:
+        # Wherever the tmpfs ended up (workspace or trash), unmount it.
+        with open("/proc/self/mounts") as f:
+            inside = [line.split()[1] for line in f
+                      if line.split()[1].startswith(src + "/")]
+        for m in inside:
+            subprocess.run(["umount", "-l", m])
+    wsctl("workspace", "create", f"{src}/other", check=0)
+    p = wsctl("workspace", "rm", f"{src}/other", check=0)
+    assert "finished 1 interrupted removal" in p.stderr
+    assert os.listdir(f"{src}/.wsfs-trash") == []
+
+
+def test_rm_finishes_crashed_removal(src):
+    """A tree left in the trash by a crash after the rename is deleted by
+    the next rm, and nothing outside the trash is touched."""
+    wsctl("workspace", "create", f"{src}/a", check=0)
+    wsctl("workspace", "create", f"{src}/b", check=0)
+    os.makedirs(f"{src}/.wsfs-trash", mode=0o700)
+    os.makedirs(f"{src}/.wsfs-trash/a.0123456789abcdef/x/y")
+    open(f"{src}/.wsfs-trash/a.0123456789abcdef/x/y/f", "w").close()
+    open(f"{src}/a/keep", "w").close()
+    p = wsctl("workspace", "rm", f"{src}/b", check=0)
+    assert "removed" in p.stdout
+    assert os.listdir(f"{src}/.wsfs-trash") == []
+    assert os.path.exists(f"{src}/a/keep")
