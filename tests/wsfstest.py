@@ -105,6 +105,16 @@ def unmount(mnt, timeout=10.0):
     return mountinfo(mnt) is None
 
 
+def _busy(mnt):
+    """Which processes still use mnt (for the error message)."""
+    try:
+        r = subprocess.run(["fuser", "-vm", mnt], capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"(fuser: {e})"
+    return (r.stdout + r.stderr).strip() or "no user found"
+
+
 def wait_mounted(mnt, proc, log, timeout=MOUNT_TIMEOUT):
     """Wait until mnt is a fuse.wsfs mount. Fails fast, with the daemon's
     log, if the process exits first."""
@@ -225,7 +235,8 @@ class Mount:
         status = None
         errors = []
         if self.mnt and not unmount(self.mnt):
-            errors.append(f"could not unmount {self.mnt}")
+            errors.append(f"could not unmount {self.mnt}: " +
+                          _busy(self.mnt))
         if self.proc is not None:
             try:
                 status = self.proc.wait(timeout=10)
@@ -246,6 +257,8 @@ class Mount:
         if self.logf:
             self.logf.close()
             self.logf = None
+        if errors:
+            errors.append("log:\n" + self.log())
         if self.own_base and self.base and not self.keep_base:
             # Never remove anything while a mount is still on the tree:
             # rmtree would walk into it.
