@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,5 +323,10 @@ main(int argc, char **argv)
 	conf_free(&wsfs.conf);
 	free(config);
 	free(optv);
-	return r == 0 ? 0 : 1;
+	/*
+	 * libfuse's signal handlers end the loop with the signal number as
+	 * its result; a stop asked for by SIGTERM, SIGINT or SIGHUP is a
+	 * clean exit (systemd and init scripts read 0 as "stopped fine").
+	 */
+	return r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP ? 0 : 1;
 }
