@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""Run one mount of wsfs through mount(8) in a private mount namespace and
+report, as JSON on stdout, what happened.
+
+mount(8) runs helpers with a fixed PATH, so mount.fuse3 finds `wsfs` only in
+the standard directories. Rather than install into the host's
+/usr/local/sbin, this process makes its own mount namespace, bind-mounts a
+directory holding a link to the built wsfs over /usr/local/sbin, and mounts
+there; the host never sees either mount. It is also a child subreaper, so
+the daemon that wsfs forks off (fuse_daemonize) is reparented to it and its
+exit status can be collected after SIGTERM.
+
+Usage: mountns.py WSFS_BINARY MOUNTPOINT -- MOUNT_ARGS...
+"""
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+CLONE_NEWNS = 0x00020000
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def mounted(mnt):
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if fields[1] == mnt:
+                return fields
+    return None
+
+
+def find_daemon(mnt):
+    """The wsfs process serving mnt: its argv ends with the mount point."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"wsfs" and \
+                mnt.encode() in argv:
+            return int(pid)
+    return None
+
+
+def main():
+    wsfs, mnt = sys.argv[1], sys.argv[2]
+    assert sys.argv[3] == "--"
+    margs = sys.argv[4:]
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl")
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    bindir = os.path.join(os.path.dirname(mnt), "sbin")
+    os.makedirs(bindir, exist_ok=True)
+    link = os.path.join(bindir, "wsfs")
+    if not os.path.lexists(link):
+        os.symlink(wsfs, link)
+    subprocess.run(["mount", "--bind", bindir, "/usr/local/sbin"],
+                   check=True)
+    out = {}
+    p = subprocess.run(["mount", *margs], capture_output=True, text=True,
+                       timeout=60)
+    out["mount_status"] = p.returncode
+    out["mount_stderr"] = p.stderr
+    out["mounted"] = mounted(mnt)
+    if out["mounted"] is None:
+        print(json.dumps(out))
+        return
+    out["listing"] = sorted(os.listdir(mnt))
+    pid = find_daemon(mnt)
+    out["daemon"] = pid
+    if pid is None:
+        subprocess.run(["umount", mnt])
+        print(json.dumps(out))
+        return
+    with open(f"/proc/{pid}/status") as f:
+        out["daemon_ppid"] = int(next(line.split()[1] for line in f
+                                      if line.startswith("PPid:")))
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    status = None
+    while time.monotonic() < deadline:
+        r, st = os.waitpid(pid, os.WNOHANG)
+        if r == pid:
+            status = st
+            break
+        time.sleep(0.05)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        out["exit"] = "timeout"
+    elif os.WIFEXITED(status):
+        out["exit"] = os.WEXITSTATUS(status)
+    else:
+        out["exit"] = f"signal {os.WTERMSIG(status)}"
+    out["mounted_after"] = mounted(mnt)
+    if out["mounted_after"] is not None:
+        subprocess.run(["umount", "-l", mnt])
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""wsfs as admins run it: through `mount -t fuse.wsfs` and through an fstab
+line (`mount -T FILE`), then a clean shutdown on SIGTERM (the mount is gone
+and the daemon exits 0). Each mount happens in a private mount namespace
+(see mountns.py), so nothing is installed on or leaks to the host."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+BUILDDIR = os.environ.get("WSFS_BUILDDIR", os.getcwd())
+WSFS = os.path.join(BUILDDIR, "fs", "wsfs")
+WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
+HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "mountns.py")
+
+
+@pytest.fixture
+def tree(tmp_path):
+    for prog in (WSFS, WSCTL):
+        if not os.path.exists(prog):
+            pytest.skip(f"{prog} is not built")
+    for tool in ("mount", "/sbin/mount.fuse3"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("/dev/fuse is missing")
+    os.chmod(tmp_path, 0o755)
+    src = tmp_path / "src"
+    mnt = tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    subprocess.run([WSCTL, "workspace", "create", f"{src}/team",
+                    "--owner", "nobody"], check=True, capture_output=True)
+    subprocess.run([WSCTL, "workspace", "create", f"{src}/pub"], check=True,
+                   capture_output=True)
+    return str(src), str(mnt)
+
+
+def run(mnt, *margs):
+    p = subprocess.run([sys.executable, HELPER, WSFS, mnt, "--", *margs],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def check_clean_run(out, src, mnt, kind):
+    assert out["mount_status"] == 0, out["mount_stderr"]
+    fields = out["mounted"]
+    assert fields is not None, out
+    assert fields[0] == src and fields[2] == "fuse.wsfs"
+    opts = fields[3].split(",")
+    assert "nosuid" in opts and "nodev" in opts, opts
+    assert "allow_other" in opts and "default_permissions" in opts, opts
+    # The workspaces, never the metadata directory.
+    assert out["listing"] == ["pub", "team"]
+    assert out["daemon"] is not None, "no wsfs process serves the mount"
+    assert out["mounted_after"] is None, "SIGTERM left the mount in place"
+    assert out["exit"] == 0, f"wsfs exited with {out['exit']} on SIGTERM"
+
+
+@pytest.mark.parametrize("kind", ["shared", "scratch"])
+def test_mount_t_fuse_wsfs(tree, kind):
+    src, mnt = tree
+    out = run(mnt, "-t", "fuse.wsfs", "-o", f"kind={kind}", src, mnt)
+    check_clean_run(out, src, mnt, kind)
+
+
+def test_fstab_line(tree, tmp_path):
+    src, mnt = tree
+    fstab = tmp_path / "fstab"
+    # Options that mount(8), systemd and the admin add must not upset wsfs.
+    fstab.write_text(
+        "# a temporary fstab\n"
+        f"{src}  {mnt}  fuse.wsfs  kind=shared,_netdev,nofail,noatime,"
+        f"x-systemd.requires-mounts-for={src},attr_timeout=2  0 0\n")
+    out = run(mnt, "-T", str(fstab), mnt)
+    check_clean_run(out, src, mnt, "shared")
+    assert "noatime" in out["mounted"][3].split(",")
+
+
+def test_bad_option_refused(tree):
+    src, mnt = tree
+    out = run(mnt, "-t", "fuse.wsfs", "-o", "kind=shared,no_such_option=1",
+              src, mnt)
+    assert out["mount_status"] != 0
+    assert out["mounted"] is None
+    assert "no_such_option" in out["mount_stderr"]
