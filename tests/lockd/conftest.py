@@ -25,5 +25,8 @@ def env(tmp_path):
             # A crash or a sanitizer report makes the exit status non-zero.
             if st not in (0, None):
                 failed.append(f"wslockd exited {st}:\n{s.log()[-4000:]}")
+    # Whatever a client printed besides its protocol: sanitizer reports.
+    if any("Sanitizer" in n or "runtime error" in n for n in e.noise):
+        failed.append("client output:\n" + "\n".join(e.noise[:60]))
     if failed:
         pytest.fail("\n".join(failed), pytrace=False)

@@ -140,6 +140,7 @@ class Client:
         self.revokes = []
         self.states = []
         self.lines = []
+        self.noise = []
         self.ready = None
         self.error = None
         self.eof = False
@@ -149,9 +150,14 @@ class Client:
     def _reader(self):
         for line in self.proc.stdout:
             parts = line.split()
-            if len(parts) < 2:
+            try:
+                t, kind, rest = float(parts[0]), parts[1], parts[2:]
+            except (IndexError, ValueError):
+                # Not ours: a sanitizer report, kept for the failure text.
+                with self.cv:
+                    self.lines.append(line.rstrip())
+                    self.noise.append(line.rstrip())
                 continue
-            t, kind, rest = float(parts[0]), parts[1], parts[2:]
             with self.cv:
                 self.lines.append(line.rstrip())
                 if kind == "done":
@@ -274,6 +280,7 @@ class Env:
         self.tmp = str(tmp)
         self.servers = []
         self.clients = []
+        self.noise = []
 
     def server(self, **kw):
         s = Server(self.tmp, **kw)
@@ -289,6 +296,7 @@ class Env:
     def cleanup(self):
         for c in self.clients:
             c.kill()
+        self.noise = [n for c in self.clients for n in c.noise]
         status = []
         for s in self.servers:
             status.append(s.stop())

@@ -92,6 +92,7 @@ class Slot(threading.Thread):
         self.client = None
         self.cmu = threading.Lock()
         self.seq = 0
+        self.noise = []
 
     def spawn(self):
         tcp = self.n % 2 == 0
@@ -149,9 +150,11 @@ class Slot(threading.Thread):
                         self.errors.append(f"slot {self.n}: {e!r}; "
                                            f"{self.client.lines[-10:]}")
                     self.client.kill()
+                    self.noise += self.client.noise
                 self.client = None
         if self.client is not None:
             self.client.close()
+            self.noise += self.client.noise
 
 
 def test_history_random_faults(env):
@@ -194,6 +197,9 @@ def test_history_random_faults(env):
     finally:
         for s in slots:
             s.join(SECONDS + 30)
+    noise = [n for s in slots for n in s.noise]
+    assert not [n for n in noise if "Sanitizer" in n or
+                "runtime error" in n], "\n".join(noise[:60])
     bad = check(grants)
     assert not bad, "\n".join(bad[:20])
     assert not errors, "\n".join(errors[:10])

@@ -194,7 +194,12 @@ t_welcome(void **state)
 	assert_int_equal(wsl_enc_welcome(&b, 0, &w), 0);
 	f = one_frame(&b);
 	assert_int_equal(wsl_dec_welcome(&f, &d), 0);
-	assert_memory_equal(&w, &d, sizeof w);
+	/* Field by field: the structs have padding. */
+	assert_true(d.flags == w.flags && d.session == w.session &&
+	    d.lease_ms == w.lease_ms && d.grace_ms == w.grace_ms &&
+	    d.epoch == w.epoch && d.max_frame == w.max_frame &&
+	    d.max_locks == w.max_locks && d.max_waiters == w.max_waiters);
+	assert_memory_equal(d.mac, w.mac, sizeof w.mac);
 	check_body_strict(&f, (dec_fn)wsl_dec_welcome);
 	wsl_buf_free(&b);
 	/* A zero lease makes no sense. */
@@ -334,7 +339,8 @@ t_small_replies(void **state)
 	assert_int_equal(wsl_enc_conflict(&b, 9, &c), 0);
 	f = one_frame(&b);
 	assert_int_equal(wsl_dec_conflict(&f, &dc), 0);
-	assert_memory_equal(&c, &dc, offsetof(struct wsl_conflict, mode) + 1);
+	assert_true(dc.session == 1 && dc.owner == 2 && dc.start == 3 &&
+	    dc.end == 4 && dc.mode == WSL_SHARED);
 	check_body_strict(&f, (dec_fn)wsl_dec_conflict);
 	wsl_buf_free(&b);
 }
