@@ -2,9 +2,15 @@
 systemd-analyze verify clean, mandoc lint clean, every config key and every
 wsctl command documented, and `make install` puts everything in place."""
 import os
+import pathlib
+import pwd
 import re
 import shutil
+import signal
+import socket
 import subprocess
+import tempfile
+import time
 
 import pytest
 
@@ -56,7 +62,7 @@ def verify(paths):
 @pytest.mark.parametrize("unit", [u[:-3] for u in UNITS_IN] + UNITS)
 def test_units_verify_clean(tmp_path, unit):
     need("systemd-analyze")
-    paths = render_units(str(tmp_path))
+    render_units(str(tmp_path))
     if unit == "wslockd.service" and not os.path.exists(
             os.path.join(BUILDDIR, "lockd", "wslockd")):
         pytest.skip("lockd/wslockd is not built (verify checks ExecStart)")
@@ -211,3 +217,71 @@ def test_make_install(tmp_path):
                          if u.endswith("wslockd.service")][0]).read()
     assert f"ExecStart=/{prefix}sbin/wslockd -f " in lockd
     assert "@sbindir@" not in lockd
+
+
+@pytest.fixture
+def open_tmp():
+    """A temp dir that an unprivileged user can reach (pytest's tmp_path
+    sits below a root-only directory)."""
+    d = tempfile.mkdtemp(prefix="wsfs-ops-")
+    os.chmod(d, 0o755)
+    try:
+        yield pathlib.Path(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_wslockd_unit_command_runs_sandboxed(open_tmp):
+    """The ExecStart line of wslockd.service, with systemd's specifiers
+    filled in, run the way the unit runs it: an unprivileged user without
+    capabilities, no_new_privs, the key as a mode 0400 credential. wsctl
+    reaches it over the Unix socket, and SIGTERM stops it with status 0."""
+    wslockd = os.path.join(BUILDDIR, "lockd", "wslockd")
+    wsctl = os.path.join(BUILDDIR, "tools", "wsctl")
+    for prog in (wslockd, wsctl):
+        if not os.path.exists(prog):
+            pytest.skip(f"{prog} is not built")
+    need("setpriv")
+    text = open(os.path.join(UNITDIR, "wslockd.service.in")).read()
+    cmd = re.search(r"^ExecStart=(.*)$", text, re.M).group(1)
+    nobody = pwd.getpwnam("nobody")
+    tmp_path = open_tmp
+    for d in ("cred", "state", "run", "run/wslockd", "state/wslockd"):
+        (tmp_path / d).mkdir()
+        os.chown(tmp_path / d, nobody.pw_uid, nobody.pw_gid)
+    key = tmp_path / "cred" / "cluster.key"
+    key.write_bytes(os.urandom(32))
+    os.chown(key, nobody.pw_uid, nobody.pw_gid)
+    os.chmod(key, 0o400)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = (cmd.replace("@sbindir@/wslockd", wslockd)
+            .replace("%d", str(tmp_path / "cred"))
+            .replace("%S", str(tmp_path / "state"))
+            .replace("%t", str(tmp_path / "run"))
+            .replace(":7420", f"127.0.0.1:{port}")
+            .replace("$WSLOCKD_OPTS", "")).split()
+    sock = tmp_path / "run" / "wslockd" / "wslockd.sock"
+    log = open(tmp_path / "log", "w+")
+    p = subprocess.Popen(["setpriv", f"--reuid={nobody.pw_uid}",
+                          f"--regid={nobody.pw_gid}", "--clear-groups",
+                          "--inh-caps=-all", "--bounding-set=-all",
+                          "--no-new-privs", *argv],
+                         stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            assert p.poll() is None, open(tmp_path / "log").read()
+            time.sleep(0.05)
+        q = subprocess.run([wsctl, "locks", "--lockd", f"unix:{sock}"],
+                           capture_output=True, text=True, timeout=30)
+        assert q.returncode == 0, (q.stderr, open(tmp_path / "log").read())
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0, open(tmp_path / "log").read()
+        assert (tmp_path / "state" / "wslockd" / "epoch").exists()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.close()
