@@ -6,6 +6,7 @@ release or kill them.
 
   blocker.py fifo PATH N       open(PATH, O_RDONLY): waits for a writer
   blocker.py read PATH N       read PATH from the start, over and over
+  blocker.py readmany PATH N   thread i reads the file PATH<i> once
   blocker.py ofdlock PATH N    F_OFD_SETLKW write lock on the whole file
   blocker.py flock PATH N      flock(LOCK_EX)
 
@@ -25,6 +26,7 @@ def main():
     mode, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     duration = float(sys.argv[4]) if len(sys.argv) > 4 else 30.0
     done = []
+    idx = []
     lock = threading.Lock()
 
     def finished():
@@ -51,6 +53,19 @@ def main():
                 pass
         finished()
 
+    def readmany():
+        # thread i reads PATH<i> once, start to end
+        with lock:
+            i = len(idx)
+            idx.append(1)
+        try:
+            with open(f"{path}{i}", "rb", buffering=0) as f:
+                while f.read(1 << 16):
+                    pass
+        except OSError:
+            pass
+        finished()
+
     def ofdlock():
         try:
             fd = os.open(path, os.O_RDWR)
@@ -70,8 +85,8 @@ def main():
             pass
         finished()
 
-    fn = {"fifo": fifo, "read": reader, "ofdlock": ofdlock,
-          "flock": flock}[mode]
+    fn = {"fifo": fifo, "read": reader, "readmany": readmany,
+          "ofdlock": ofdlock, "flock": flock}[mode]
     threads = [threading.Thread(target=fn, daemon=True) for _ in range(n)]
     for t in threads:
         t.start()

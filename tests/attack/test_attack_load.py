@@ -14,6 +14,8 @@ import os
 import struct
 import time
 
+import pytest
+
 import attacklib as A
 from attacklib import STATS
 from test_attack_nodes import blocked_fifo_round, start_blocker, \
@@ -89,3 +91,122 @@ def test_class11_many_blocking_clients(layout, amount):
 def _mkdir(p):
     os.mkdir(p)
     return p
+
+
+BLKIO = "/sys/fs/cgroup/blkio"
+
+
+def whole_disk(dev):
+    """major:minor of the disk that holds device dev (throttling rules
+    apply to whole disks, not partitions)."""
+    mm = f"{os.major(dev)}:{os.minor(dev)}"
+    sys_dev = f"/sys/dev/block/{mm}"
+    if os.path.exists(os.path.join(sys_dev, "partition")):
+        with open(os.path.join(os.path.realpath(sys_dev), "..", "dev")) as f:
+            mm = f.read().strip()
+    return mm
+
+
+class SlowBacking:
+    """Throttle the reads of one process (the daemon) from the disk under
+    SOURCE with a cgroup v1 blkio rule, so backing I/O is really slow."""
+
+    def __init__(self, pid, path, bps):
+        self.pid = pid
+        self.cg = os.path.join(BLKIO, f"wsfs-attack-{os.getpid()}-{pid}")
+        self.dev = whole_disk(os.stat(path).st_dev)
+        self.bps = bps
+
+    @staticmethod
+    def unavailable(path):
+        if not os.path.exists(os.path.join(
+                BLKIO, "blkio.throttle.read_bps_device")):
+            return "no cgroup v1 blkio controller with throttling"
+        mm = whole_disk(os.stat(path).st_dev)
+        if not os.path.exists(f"/sys/dev/block/{mm}"):
+            return f"SOURCE is not on a block device ({mm})"
+        return None
+
+    def __enter__(self):
+        os.mkdir(self.cg)
+        with open(os.path.join(self.cg, "blkio.throttle.read_bps_device"),
+                  "w") as f:
+            f.write(f"{self.dev} {self.bps}")
+        with open(os.path.join(self.cg, "cgroup.procs"), "w") as f:
+            f.write(str(self.pid))
+        return self
+
+    def __exit__(self, *a):
+        # Lift the limit first: bios already queued in the throttled group
+        # would otherwise drain at the slow rate and hold up the daemon.
+        try:
+            with open(os.path.join(
+                    self.cg, "blkio.throttle.read_bps_device"), "w") as f:
+                f.write(f"{self.dev} 0")
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(BLKIO, "cgroup.procs"), "w") as f:
+                f.write(str(self.pid))
+        except OSError:
+            pass
+        for _ in range(50):
+            try:
+                os.rmdir(self.cg)
+                break
+            except OSError:
+                time.sleep(0.1)
+        return False
+
+
+def test_class11_slow_backing_reads(layout, amount):
+    """64 clients reading 64 different files whose backing reads are
+    throttled to 256 KiB/s for the daemon (blkio cgroup), that is, slow
+    storage: far more in-flight slow I/O than worker threads. stat,
+    readdir, read of a cached file and create on the mount must each
+    answer within a few seconds meanwhile."""
+    L = layout
+    st = STATS[11]
+    why = SlowBacking.unavailable(L.src)
+    if why:
+        pytest.skip(f"cannot make the backing store slow: {why}")
+    ws = L.ws_src()
+    with open(os.path.join(ws, "plain"), "w") as f:
+        f.write("workspace data\n")
+    os.stat(L.ws_mnt("plain"))
+    open(L.ws_mnt("plain"), "rb").read()
+    rounds = max(1, A.iterations(11) // 2)
+    worst = 0.0
+    for r in range(rounds):
+        for i in range(64):
+            p = os.path.join(ws, f"slow{r}-{i}")
+            with open(p, "wb") as f:
+                f.write(os.urandom(256 << 10))
+                f.flush()
+                os.fsync(f.fileno())
+                # Out of the page cache, so the daemon's read hits the disk.
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        found = []
+        with SlowBacking(amount.pid, L.src, 256 << 10), \
+                A.Watchdog(L.mnt, 120, st, "class 11 slow backing"):
+            p = start_blocker("readmany", L.ws_mnt(f"slow{r}-"), 64, 120)
+            try:
+                time.sleep(1.0)
+                for what, fn in [
+                        ("stat", lambda: os.stat(L.ws_mnt("plain"))),
+                        ("readdir", lambda: os.listdir(L.ws_mnt())),
+                        ("read cached", lambda: open(L.ws_mnt("plain"),
+                                                     "rb").read()),
+                        ("mkdir+rmdir", lambda: os.rmdir(
+                            _mkdir(L.ws_mnt(L.atk("d")))))]:
+                    worst = max(worst, timed(fn, LIMIT, what, st, found))
+                if p.poll() is not None:
+                    st.notes.append("slow readers finished before the "
+                                    "checks: the throttle did not bite")
+            finally:
+                p.kill()
+                p.wait()
+        st.iterations += 1
+        A.check_round(L, st, "slow backing round", found)
+    st.notes.append(f"slowest answer with slow backing reads: {worst:.2f}s")
+    assert_clean(11)
