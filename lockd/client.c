@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -850,6 +849,9 @@ read_in(struct wslock *wl)
 			conn_lost(wl, -EPROTO);
 			return;
 		}
+		/* A short read emptied the socket: spare the EAGAIN call. */
+		if (wl->in.cap - wl->in.len > 0 && (size_t)n < 65536)
+			return;
 	}
 }
 
@@ -888,20 +890,24 @@ housekeeping(struct wslock *wl)
 		conn_start(wl);
 }
 
+/*
+ * Handle what epoll reported (n events in evs), then the clock. Called
+ * with wl->mu held by the one thread that is processing.
+ */
 static void
-process_locked(struct wslock *wl)
+process_events(struct wslock *wl, const struct epoll_event *evs, int n)
 {
-	struct epoll_event	evs[4];
-	uint64_t		exp;
-	int			n, i, err;
-	socklen_t		len = sizeof err;
+	uint64_t	exp;
+	int		i, err;
+	socklen_t	len = sizeof err;
 
-	if (read(wl->tfd, &exp, sizeof exp) < 0) {
-		/* Nothing to read is fine: the timer has not fired. */
-	}
-	housekeeping(wl);
-	n = epoll_wait(wl->epfd, evs, 4, 0);
 	for (i = 0; i < n; i++) {
+		if (evs[i].data.fd == wl->tfd) {
+			if (read(wl->tfd, &exp, sizeof exp) < 0) {
+				/* EAGAIN: another pass already read it. */
+			}
+			continue;
+		}
 		if (evs[i].data.fd != wl->sock || wl->sock < 0)
 			continue;
 		if (wl->cs == CS_CONNECTING) {
@@ -914,12 +920,33 @@ process_locked(struct wslock *wl)
 		}
 		if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
 			read_in(wl);
-		if (wl->sock >= 0)
-			flush_out(wl);
 	}
 	housekeeping(wl);
 	if (wl->sock >= 0)
 		flush_out(wl);
+}
+
+/*
+ * Wait up to timeout_ms for the handle's descriptors with wl->mu released,
+ * then process. The caller has set wl->processing, so no other thread
+ * processes meanwhile; other threads may still submit requests.
+ */
+static void
+process_wait(struct wslock *wl, int timeout_ms)
+{
+	struct epoll_event	evs[4];
+	int			n;
+
+	/* The lease clock first: a process woken from SIGSTOP must see
+	 * that its locks are gone before it reads stale grants. */
+	housekeeping(wl);
+	if (timeout_ms != 0) {
+		pthread_mutex_unlock(&wl->mu);
+		n = epoll_wait(wl->epfd, evs, 4, timeout_ms);
+		pthread_mutex_lock(&wl->mu);
+	} else
+		n = epoll_wait(wl->epfd, evs, 4, 0);
+	process_events(wl, evs, n < 0 ? 0 : n);
 }
 
 int
@@ -929,7 +956,7 @@ wslock_process(struct wslock *wl)
 	while (wl->processing)
 		pthread_cond_wait(&wl->cond, &wl->mu);
 	wl->processing = 1;
-	process_locked(wl);
+	process_wait(wl, 0);
 	wl->processing = 0;
 	pthread_cond_broadcast(&wl->cond);
 	pthread_mutex_unlock(&wl->mu);
@@ -1232,7 +1259,6 @@ static int
 wait_locked(struct wslock *wl, struct bwait *bw, int (*until)(struct wslock *),
     int timeout_ms)
 {
-	struct pollfd	pfd;
 	struct timespec	ts;
 	uint64_t	deadline = timeout_ms < 0 ? UINT64_MAX :
 			    now_ms() + timeout_ms, now;
@@ -1247,12 +1273,7 @@ wait_locked(struct wslock *wl, struct bwait *bw, int (*until)(struct wslock *),
 		slice = deadline - now > 100 ? 100 : (int)(deadline - now);
 		if (!wl->processing) {
 			wl->processing = 1;
-			pthread_mutex_unlock(&wl->mu);
-			pfd.fd = wl->epfd;
-			pfd.events = POLLIN;
-			poll(&pfd, 1, slice);
-			pthread_mutex_lock(&wl->mu);
-			process_locked(wl);
+			process_wait(wl, slice);
 			wl->processing = 0;
 			pthread_cond_broadcast(&wl->cond);
 			pthread_mutex_unlock(&wl->mu);

@@ -41,3 +41,9 @@ tests_lockd_lockclient_SOURCES = tests/lockd/lockclient.c
 tests_lockd_lockclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
 
 dist_man_MANS += lockd/wslockd.8
+
+# Load generator of scripts/bench-lockd (wslockd, redis and etcd).
+check_PROGRAMS += tests/lockd/benchclient
+tests_lockd_benchclient_SOURCES = tests/lockd/benchclient.c
+tests_lockd_benchclient_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
+tests_lockd_benchclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
