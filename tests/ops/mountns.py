@@ -10,7 +10,11 @@ there; the host never sees either mount. It is also a child subreaper, so
 the daemon that wsfs forks off (fuse_daemonize) is reparented to it and its
 exit status can be collected after SIGTERM.
 
-Usage: mountns.py WSFS_BINARY MOUNTPOINT -- MOUNT_ARGS...
+Usage: mountns.py WSFS_BINARY MOUNTPOINT [--write RELPATH] [--probe CMD]
+                   -- MOUNT_ARGS...
+--write makes a file at MOUNTPOINT/RELPATH through the mount before the
+SIGTERM (a change, so a kind=shared mount takes cluster locks); --probe
+then runs the shell command CMD and reports its output, still mounted.
 """
 import ctypes
 import json
@@ -51,8 +55,18 @@ def find_daemon(mnt):
 
 def main():
     wsfs, mnt = sys.argv[1], sys.argv[2]
-    assert sys.argv[3] == "--"
-    margs = sys.argv[4:]
+    rest = sys.argv[3:]
+    write = probe = None
+    while rest[0] != "--":
+        if rest[0] == "--write":
+            write = rest[1]
+        elif rest[0] == "--probe":
+            probe = rest[1]
+        else:
+            raise SystemExit(f"unknown option {rest[0]}")
+        rest = rest[2:]
+    assert rest[0] == "--"
+    margs = rest[1:]
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl")
@@ -76,6 +90,17 @@ def main():
         print(json.dumps(out))
         return
     out["listing"] = sorted(os.listdir(mnt))
+    if write is not None:
+        try:
+            with open(os.path.join(mnt, write), "w") as f:
+                f.write("written through the mount\n")
+            out["write"] = "ok"
+        except OSError as e:
+            out["write"] = str(e)
+    if probe is not None:
+        p = subprocess.run(probe, shell=True, capture_output=True,
+                           text=True, timeout=60)
+        out["probe"] = p.stdout
     pid = find_daemon(mnt)
     out["daemon"] = pid
     if pid is None:

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -88,3 +89,57 @@ def test_bad_option_refused(tree):
     assert out["mount_status"] != 0
     assert out["mounted"] is None
     assert "no_such_option" in out["mount_stderr"]
+
+
+def test_sigterm_releases_cluster_locks(tree, tmp_path):
+    """A kind=shared mount on a real wslockd: a write takes locks, SIGTERM
+    ends the node's session cleanly (not by lease expiry) and exits 0."""
+    src, mnt = tree
+    wslockd = os.path.join(BUILDDIR, "lockd", "wslockd")
+    if not os.path.exists(wslockd):
+        pytest.skip(f"{wslockd} is not built")
+    sock = tmp_path / "lockd.sock"
+    log = open(tmp_path / "lockd.log", "w+")
+    d = subprocess.Popen([wslockd, "-f", "-v", "--listen", f"unix:{sock}",
+                          "--state-dir", str(tmp_path / "state")],
+                         stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            assert d.poll() is None, open(tmp_path / "lockd.log").read()
+            time.sleep(0.05)
+        probe = f"{WSCTL} locks --json --lockd unix:{sock}"
+        p = subprocess.run([sys.executable, HELPER, WSFS, mnt, "--write",
+                            "pub/file", "--probe", probe, "--", "-t",
+                            "fuse.wsfs", "-o",
+                            f"kind=shared,lockd=unix:{sock}", src, mnt],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        check_clean_run(out, src, mnt, "shared")
+        assert out["write"] == "ok", out
+        with open(os.path.join(src, "pub", "file")) as f:
+            assert f.read() == "written through the mount\n"
+        text = open(tmp_path / "lockd.log").read()
+        assert "ended by the client" in text, text
+        # While mounted, the node held (cached) the locks of its write.
+        held = [r for r in json.loads(out["probe"]) if r["type"] == "holder"]
+        assert held, out["probe"]
+        assert "lease expired" not in text, text
+        q = subprocess.run([WSCTL, "locks", "--lockd", f"unix:{sock}",
+                            "--json"], capture_output=True, text=True,
+                           timeout=30)
+        assert q.returncode == 0, q.stderr
+        records = json.loads(q.stdout)
+        # wsfs's session is gone at once, not left to expire with its
+        # lease: no session, holder or waiter remains (the query's own
+        # session is not listed).
+        assert records == [], records
+    finally:
+        d.terminate()
+        try:
+            d.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            d.kill()
+            d.wait()
+        log.close()
