@@ -243,7 +243,8 @@ def inside(path, root):
 
 def test_class10_climbing_symlinks(layout, amount):
     """Symlinks crafted to climb ("..", "x/../../y", chains of 40 (ELOOP),
-    loops, 4095-byte targets) in ws/a/b/c, while racers move that
+    loops, 4095-byte targets, one symlink inode hard-linked at depths 0,
+    1 and 3) in ws/a/b/c, while racers move that
     directory to ws/c (shallower) and back, on the backing store and
     through the mount. readlink through the mount must return targets
     that stay inside the workspace from the caller's view, and following
@@ -258,17 +259,28 @@ def test_class10_climbing_symlinks(layout, amount):
         for name, t in links.items():
             os.symlink(t, os.path.join(ws, base, name))
     names = sorted(links)
+    # One symlink inode at two depths: hard links of the depth-3 links in
+    # the workspace root and in a/ (each name must be rewritten for the
+    # directory it is found in, not for where the inode was first seen).
+    hard = []
+    for name in names:
+        if name.startswith(("up", "chain", "abs", "deep", "mid")):
+            for place in ((), ("a",)):
+                h = "hard-" + name
+                os.link(os.path.join(ws, "a", "b", "c", name),
+                        os.path.join(ws, *place, h), follow_symlinks=False)
+                hard.append((place, h))
     specs = [["move", L.ws_src("a", "b", "c"), L.ws_src("c")],
              ["move", L.ws_mnt("a2", "b", "c"), L.ws_mnt("c2")]]
     places = [("a", "b", "c"), ("c",), ("a2", "b", "c"), ("c2",), ()]
+    pairs = [(p, n) for n in names for p in places] + hard
     wsm = L.ws_mnt()
     total = A.iterations(10)
     bad_errnos = {}
     with A.Watchdog(L.mnt, 60 + total * 0.05, st, "class 10"), \
             A.Racers(specs, stats=st):
         for i in range(total):
-            place = places[i % len(places)]
-            name = names[(i // len(places)) % len(names)]
+            place, name = pairs[i % len(pairs)]
             lp = os.path.join(wsm, *place, name)
             found = []
             try:
