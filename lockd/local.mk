@@ -47,3 +47,7 @@ check_PROGRAMS += tests/lockd/benchclient
 tests_lockd_benchclient_SOURCES = tests/lockd/benchclient.c
 tests_lockd_benchclient_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 tests_lockd_benchclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
+
+check_PROGRAMS += tests/lockd/mtclient
+tests_lockd_mtclient_SOURCES = tests/lockd/mtclient.c
+tests_lockd_mtclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
