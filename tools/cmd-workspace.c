@@ -612,9 +612,10 @@ ws_uid_hash(const char *owner)
 }
 
 /*
- * A derived uid is free when no marker records it, no account has it and
+ * A derived uid is free when no marker records it, no account has it, no
+ * group has it as gid (the workspace gets the same number as its gid) and
  * no top-level entry of SOURCE (a stray directory) is owned by it: any of
- * those would let someone else into the new workspace.
+ * those would let someone else into the new workspace or its files.
  */
 static int
 ws_uid_free(struct ws_source *s, const struct ws_record *rec, size_t nrec,
@@ -629,7 +630,7 @@ ws_uid_free(struct ws_source *s, const struct ws_record *rec, size_t nrec,
 	for (i = 0; i < nrec; i++)
 		if (rec[i].m.uid == uid)
 			return 0;
-	if (getpwuid(uid) != NULL)
+	if (getpwuid(uid) != NULL || getgrgid((gid_t)uid) != NULL)
 		return 0;
 	if ((fd = dup(s->fd)) == -1)
 		return 0;

@@ -3,10 +3,12 @@ rules of DESIGN.md rule 5 (derived uid, reuse, collision probing, shared uid
 refused), and rule 3 (rm removes only what wsctl created, never a stray
 directory, never through a symlink)."""
 import concurrent.futures
+import grp
 import hashlib
 import json
 import os
 import pwd
+import shutil
 import stat
 import subprocess
 
@@ -34,11 +36,14 @@ def derived_uid(owner):
 
 
 def has_account(uid):
-    try:
-        pwd.getpwuid(uid)
-        return True
-    except KeyError:
-        return False
+    """The uid belongs to an account, or the same number to a group."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+            return True
+        except KeyError:
+            pass
+    return False
 
 
 def colliding_owners(prefix, count=2):
@@ -185,6 +190,25 @@ def test_stray_owner_uid_is_not_handed_out(src):
     os.chown(f"{src}/stray", uid, uid)
     wsctl("workspace", "create", f"{src}/ws", "--owner", owner, check=0)
     assert os.lstat(f"{src}/ws").st_uid != uid
+
+
+def test_group_with_derived_gid_is_not_shared(src):
+    """The derived number is also the workspace's gid: a group that already
+    has it would reach the owner's files, so the uid is taken."""
+    if shutil.which("groupadd") is None:
+        pytest.skip("groupadd is not installed")
+    owner = "group-victim"
+    uid = derived_uid(owner)
+    if has_account(uid):
+        pytest.skip(f"uid/gid {uid} already in use on this machine")
+    group = f"wsfs-ops-{os.getpid()}"
+    subprocess.run(["groupadd", "-g", str(uid), group], check=True)
+    try:
+        wsctl("workspace", "create", f"{src}/ws", "--owner", owner, check=0)
+        st = os.lstat(f"{src}/ws")
+        assert st.st_uid != uid and st.st_gid != uid
+    finally:
+        subprocess.run(["groupdel", group], check=True)
 
 
 def test_parallel_colliding_creates_get_distinct_uids(src):
