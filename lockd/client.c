@@ -66,6 +66,7 @@ struct creq {
 	void			*reqarg;
 	int			 cancelled;	/* user asked */
 	int			 unlock_on_grant; /* blocking wait gave up */
+	int			 internal;	/* the library's own LOCK */
 	uint64_t		 target;	/* CANCEL */
 	struct bwait		*bw;		/* blocking caller, or NULL */
 };
@@ -346,7 +347,7 @@ creq_finish(struct wslock *wl, struct creq *r, int status, uint64_t token)
 		r->bw->token = token;
 		pthread_cond_broadcast(&wl->cond);
 	} else if (r->type == WSL_LOCK && !r->unlock_on_grant &&
-	    (e = cev_add(wl, CEV_DONE, NULL)) != NULL) {
+	    !r->internal && (e = cev_add(wl, CEV_DONE, NULL)) != NULL) {
 		e->reqid = r->id;
 		e->status = status;
 		e->token = token;
@@ -603,6 +604,95 @@ creq_find(struct wslock *wl, uint64_t id)
 	return NULL;
 }
 
+#define RESTORE_MAX	64
+
+struct restore_ctx {
+	const struct table_req	*q;
+	struct table_req	 piece[RESTORE_MAX];
+	size_t			 n;
+};
+
+static int
+restore_collect(const struct table_entry *te, void *arg)
+{
+	struct restore_ctx	*rc = arg;
+	struct table_req	*p;
+
+	if (te->kind != WSL_ITEM_HOLDER || te->owner != rc->q->owner ||
+	    te->keylen != rc->q->keylen ||
+	    memcmp(te->key, rc->q->key, te->keylen) != 0 ||
+	    te->end <= rc->q->start || te->start >= rc->q->end)
+		return 0;
+	if (rc->n == RESTORE_MAX)
+		return 1;
+	p = &rc->piece[rc->n++];
+	*p = *rc->q;
+	p->start = te->start > rc->q->start ? te->start : rc->q->start;
+	p->end = te->end < rc->q->end ? te->end : rc->q->end;
+	p->mode = te->mode;
+	p->flags = te->cached ? WSL_LOCK_CACHED : 0;
+	return 0;
+}
+
+static int
+piece_cmp(const void *a, const void *b)
+{
+	const struct table_req	*x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Send an UNLOCK (mode 0) or one of the library's own LOCKs for q. */
+static void
+send_piece(struct wslock *wl, const struct table_req *q, uint64_t start,
+    uint64_t end, uint8_t mode, uint8_t flags)
+{
+	struct wslock_range	 rg = { q->key, q->keylen, q->owner, start,
+				    end };
+	struct creq		*u;
+
+	if ((u = creq_new(wl, mode ? WSL_LOCK : WSL_UNLOCK, &rg)) == NULL)
+		return;
+	u->q.mode = mode;
+	u->q.flags = flags;
+	u->internal = 1;
+	if (creq_submit(wl, u) < 0)
+		creq_free(u);
+}
+
+/*
+ * A grant arrived for a request its blocking caller gave up on. Put the
+ * owner's range back as it was before the request: unlock where it held
+ * nothing, and where it held something (a timed-out upgrade) take that
+ * back in its old mode, which the new grant makes always possible.
+ */
+static void
+undo_grant(struct wslock *wl, const struct table_req *q)
+{
+	struct restore_ctx	rc;
+	uint64_t		pos = q->start;
+	size_t			i;
+
+	memset(&rc, 0, sizeof rc);
+	rc.q = q;
+	if (table_walk(wl->mirror, wl->ms, restore_collect, &rc) != 0) {
+		/* Too fragmented to restore piecewise: release it all. */
+		send_piece(wl, q, q->start, q->end, 0, 0);
+		table_unlock(wl->mirror, wl->ms, q);
+		return;
+	}
+	qsort(rc.piece, rc.n, sizeof rc.piece[0], piece_cmp);
+	for (i = 0; i < rc.n; i++) {
+		if (rc.piece[i].start > pos)
+			send_piece(wl, q, pos, rc.piece[i].start, 0, 0);
+		send_piece(wl, q, rc.piece[i].start, rc.piece[i].end,
+		    rc.piece[i].mode, rc.piece[i].flags);
+		pos = rc.piece[i].end;
+	}
+	if (pos < q->end)
+		send_piece(wl, q, pos, q->end, 0, 0);
+}
+
 /* A lock request was granted, now or after a wait. */
 static void
 lock_granted(struct wslock *wl, struct creq *r, uint64_t token)
@@ -610,12 +700,7 @@ lock_granted(struct wslock *wl, struct creq *r, uint64_t token)
 	struct creq	*u;
 
 	if (r->unlock_on_grant) {
-		/* Its blocking caller gave up: give the lock straight back. */
-		if ((u = creq_new(wl, WSL_UNLOCK, NULL)) != NULL) {
-			u->q = r->q;
-			r->q.key = NULL;
-			creq_submit(wl, u);
-		}
+		undo_grant(wl, &r->q);
 		creq_finish(wl, r, -ECANCELED, 0);
 		return;
 	}
