@@ -1124,6 +1124,11 @@ struct ws_row {
 	const char	*state;
 };
 
+struct ws_rows {
+	struct ws_row	*v;
+	size_t		 n, cap;
+};
+
 static int
 ws_row_cmp(const void *a, const void *b)
 {
@@ -1131,26 +1136,187 @@ ws_row_cmp(const void *a, const void *b)
 	    ((const struct ws_row *)b)->name);
 }
 
+/* A new zeroed row named name; an admin tool may die when memory is out. */
+static struct ws_row *
+ws_row_add(struct ws_rows *rows, const char *name)
+{
+	struct ws_row	*v, *row;
+
+	if (rows->n == rows->cap) {
+		rows->cap = rows->cap ? rows->cap * 2 : 16;
+		if ((v = reallocarray(rows->v, rows->cap, sizeof *v)) == NULL)
+			fatalx("out of memory");
+		rows->v = v;
+	}
+	row = &rows->v[rows->n++];
+	memset(row, 0, sizeof *row);
+	if ((row->name = strdup(name)) == NULL)
+		fatalx("out of memory");
+	return row;
+}
+
+static void
+ws_rows_free(struct ws_rows *rows)
+{
+	size_t	i;
+
+	for (i = 0; i < rows->n; i++)
+		free(rows->v[i].name);
+	free(rows->v);
+}
+
 /*
- * The state of a top-level directory: "ok" (wsctl made it and the inode
- * matches), "stray" (no marker: never removed by rm), "missing" (a marker
- * whose directory is gone) or "replaced" (a marker whose directory is now
- * another inode or not a directory).
+ * One row per top-level directory of SOURCE and per marker, with its
+ * state: "ok" (wsctl made it and the inode matches), "stray" (no marker:
+ * never removed by rm), "missing" (a marker whose directory is gone) or
+ * "replaced" (a marker whose name is now another inode or no directory).
  */
+static int
+ws_rows_collect(struct ws_source *s, const struct ws_record *rec,
+    size_t nrec, struct ws_rows *rows)
+{
+	struct ws_row	*row;
+	struct dirent	*de;
+	struct passwd	*pw;
+	struct stat	 st;
+	DIR		*d;
+	size_t		 i, j;
+	int		 fd, r = 0;
+
+	if ((fd = dup(s->fd)) == -1)
+		return -errno;
+	if ((d = fdopendir(fd)) == NULL) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	rewinddir(d);
+	for (;;) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL) {
+			r = -errno;
+			break;
+		}
+		if (de->d_name[0] == '.')
+			continue;	/* metadata, never a workspace */
+		if (fstatat(s->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1 ||
+		    !S_ISDIR(st.st_mode))
+			continue;	/* wsfs shows only directories */
+		row = ws_row_add(rows, de->d_name);
+		row->have_dir = 1;
+		row->uid = st.st_uid;
+		row->mode = st.st_mode & 07777;
+		row->state = "stray";
+		pw = getpwuid(st.st_uid);
+		snprintf(row->owner, sizeof row->owner, "%s",
+		    pw != NULL ? pw->pw_name : "-");
+		for (i = 0; i < nrec; i++) {
+			if (strcmp(rec[i].name, row->name) != 0)
+				continue;
+			row->marker = 1;
+			row->created = rec[i].m.created;
+			snprintf(row->owner, sizeof row->owner, "%s",
+			    rec[i].m.owner);
+			row->state = st.st_ino == rec[i].m.ino &&
+			    st.st_dev == s->st.st_dev ? "ok" : "replaced";
+		}
+	}
+	closedir(d);
+	if (r < 0)
+		return r;
+	/* Markers whose directory is gone (or is no directory any more). */
+	for (i = 0; i < nrec; i++) {
+		for (j = 0; j < rows->n; j++)
+			if (strcmp(rows->v[j].name, rec[i].name) == 0)
+				break;
+		if (j < rows->n)
+			continue;
+		row = ws_row_add(rows, rec[i].name);
+		snprintf(row->owner, sizeof row->owner, "%s", rec[i].m.owner);
+		row->uid = rec[i].m.uid;
+		row->marker = 1;
+		row->created = rec[i].m.created;
+		row->state = fstatat(s->fd, rec[i].name, &st,
+		    AT_SYMLINK_NOFOLLOW) == -1 ? "missing" : "replaced";
+	}
+	if (rows->n > 1)
+		qsort(rows->v, rows->n, sizeof *rows->v, ws_row_cmp);
+	return 0;
+}
+
+/*
+ * Print a name for a terminal: bytes that are not printable ASCII become
+ * \ooo, as ls -b does, so a name cannot break the table or send escapes.
+ */
+static void
+ws_text_name(FILE *f, const char *name, int width)
+{
+	const unsigned char	*p;
+	int			 n = 0;
+
+	for (p = (const unsigned char *)name; *p != '\0'; p++) {
+		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+			n += fprintf(f, "\\%03o", *p);
+		else {
+			fputc(*p, f);
+			n++;
+		}
+	}
+	fprintf(f, "%*s", width > n ? width - n : 0, "");
+}
+
+static void
+ws_rows_print(const struct ws_rows *rows, int json)
+{
+	const struct ws_row	*row;
+	char			 created[64], mode[8];
+	size_t			 i;
+
+	if (json)
+		printf("[");
+	else
+		printf("%-24s %-16s %7s %5s %-20s %-6s %s\n", "NAME", "OWNER",
+		    "UID", "MODE", "CREATED", "MARKER", "STATE");
+	for (i = 0; i < rows->n; i++) {
+		row = &rows->v[i];
+		if (row->created != 0)
+			ws_time_format(row->created, created, sizeof created);
+		else
+			snprintf(created, sizeof created, "-");
+		snprintf(mode, sizeof mode, row->have_dir ? "%04o" : "-",
+		    (unsigned int)row->mode);
+		if (!json) {
+			ws_text_name(stdout, row->name, 24);
+			printf(" %-16s %7lu %5s %-20s %-6s %s\n", row->owner,
+			    row->uid, mode, created, row->marker ? "yes" : "no",
+			    row->state);
+			continue;
+		}
+		printf("%s\n  {\"name\": ", i ? "," : "");
+		ws_json_str(stdout, row->name);
+		printf(", \"owner\": ");
+		ws_json_str(stdout, row->owner);
+		printf(", \"uid\": %lu, \"mode\": ", row->uid);
+		printf(row->have_dir ? "\"%s\"" : "null", mode);
+		printf(", \"created\": ");
+		printf(row->created != 0 ? "\"%s\"" : "null", created);
+		printf(", \"marker\": %s, \"state\": \"%s\"}",
+		    row->marker ? "true" : "false", row->state);
+	}
+	if (json)
+		printf("%s]\n", rows->n ? "\n" : "");
+}
+
+/* wsctl workspace list SOURCE [--json] */
 static int
 ws_list(int argc, char **argv)
 {
 	struct ws_source	 s;
 	struct ws_record	*rec = NULL;
-	struct ws_row		*rows = NULL, *nr, *row;
-	struct dirent		*de;
-	struct passwd		*pw;
-	struct stat		 st;
-	DIR			*d = NULL;
+	struct ws_rows		 rows = { NULL, 0, 0 };
 	const char		*owner = NULL;
-	char			 created[64], mode[8];
-	size_t			 nrec = 0, nrows = 0, cap = 0, i, j;
-	int			 json = 0, fd, r, ret = WSCTL_EXIT_FAIL;
+	size_t			 nrec = 0;
+	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
 	ws_source_init(&s);
 	if ((r = ws_getopt(argc, argv, "list", 0, 1, &owner, &json)) != 0)
@@ -1163,140 +1329,18 @@ ws_list(int argc, char **argv)
 		goto out;
 	if (ws_records_read(&s, &rec, &nrec) < 0)
 		goto out;
-
-	if ((fd = dup(s.fd)) == -1 || (d = fdopendir(fd)) == NULL) {
-		log_warn("%s: %s", s.path, strerror(errno));
-		if (fd != -1)
-			close(fd);
+	if ((r = ws_rows_collect(&s, rec, nrec, &rows)) < 0) {
+		log_warn("%s: %s", s.path, strerror(-r));
 		goto out;
 	}
-	rewinddir(d);
-	for (;;) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			if (errno != 0) {
-				log_warn("%s: %s", s.path, strerror(errno));
-				goto out;
-			}
-			break;
-		}
-		if (de->d_name[0] == '.')
-			continue;	/* metadata, never a workspace */
-		if (fstatat(s.fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1 ||
-		    !S_ISDIR(st.st_mode))
-			continue;	/* wsfs shows only directories */
-		if (nrows == cap) {
-			cap = cap ? cap * 2 : 16;
-			if ((nr = reallocarray(rows, cap, sizeof *rows)) ==
-			    NULL)
-				fatalx("out of memory");
-			rows = nr;
-		}
-		row = &rows[nrows];
-		memset(row, 0, sizeof *row);
-		if ((row->name = strdup(de->d_name)) == NULL)
-			fatalx("out of memory");
-		nrows++;
-		row->have_dir = 1;
-		row->uid = st.st_uid;
-		row->mode = st.st_mode & 07777;
-		row->state = "stray";
-		if ((pw = getpwuid(st.st_uid)) != NULL)
-			snprintf(row->owner, sizeof row->owner, "%s",
-			    pw->pw_name);
-		else
-			snprintf(row->owner, sizeof row->owner, "-");
-		for (i = 0; i < nrec; i++) {
-			if (strcmp(rec[i].name, row->name) != 0)
-				continue;
-			row->marker = 1;
-			row->created = rec[i].m.created;
-			snprintf(row->owner, sizeof row->owner, "%s",
-			    rec[i].m.owner);
-			row->state = st.st_ino == rec[i].m.ino &&
-			    st.st_dev == s.st.st_dev ? "ok" : "replaced";
-		}
-	}
-	/* Markers whose directory is gone (or is no directory any more). */
-	for (i = 0; i < nrec; i++) {
-		for (j = 0; j < nrows; j++)
-			if (strcmp(rows[j].name, rec[i].name) == 0)
-				break;
-		if (j < nrows)
-			continue;
-		if (nrows == cap) {
-			cap = cap ? cap * 2 : 16;
-			if ((nr = reallocarray(rows, cap, sizeof *rows)) ==
-			    NULL)
-				fatalx("out of memory");
-			rows = nr;
-		}
-		row = &rows[nrows++];
-		memset(row, 0, sizeof *row);
-		if ((row->name = strdup(rec[i].name)) == NULL)
-			fatalx("out of memory");
-		snprintf(row->owner, sizeof row->owner, "%s", rec[i].m.owner);
-		row->uid = rec[i].m.uid;
-		row->marker = 1;
-		row->created = rec[i].m.created;
-		row->state = fstatat(s.fd, rec[i].name, &st,
-		    AT_SYMLINK_NOFOLLOW) == -1 ? "missing" : "replaced";
-	}
-	if (nrows > 1)
-		qsort(rows, nrows, sizeof *rows, ws_row_cmp);
-
-	if (json)
-		printf("[");
-	else
-		printf("%-24s %-16s %7s %5s %-20s %-6s %s\n", "NAME", "OWNER",
-		    "UID", "MODE", "CREATED", "MARKER", "STATE");
-	for (i = 0; i < nrows; i++) {
-		row = &rows[i];
-		if (row->created != 0)
-			ws_time_format(row->created, created, sizeof created);
-		else
-			snprintf(created, sizeof created, "-");
-		if (row->have_dir)
-			snprintf(mode, sizeof mode, "%04o",
-			    (unsigned int)row->mode);
-		else
-			snprintf(mode, sizeof mode, "-");
-		if (!json) {
-			printf("%-24s %-16s %7lu %5s %-20s %-6s %s\n",
-			    row->name, row->owner, row->uid, mode, created,
-			    row->marker ? "yes" : "no", row->state);
-			continue;
-		}
-		printf("%s\n  {\"name\": ", i ? "," : "");
-		ws_json_str(stdout, row->name);
-		printf(", \"owner\": ");
-		ws_json_str(stdout, row->owner);
-		printf(", \"uid\": %lu, \"mode\": ", row->uid);
-		if (row->have_dir)
-			printf("\"%s\"", mode);
-		else
-			printf("null");
-		printf(", \"created\": ");
-		if (row->created != 0)
-			printf("\"%s\"", created);
-		else
-			printf("null");
-		printf(", \"marker\": %s, \"state\": \"%s\"}",
-		    row->marker ? "true" : "false", row->state);
-	}
-	if (json)
-		printf("%s]\n", nrows ? "\n" : "");
+	ws_rows_print(&rows, json);
 	if (fflush(stdout) == EOF) {
 		log_warn("stdout: %s", strerror(errno));
 		goto out;
 	}
 	ret = WSCTL_EXIT_OK;
 out:
-	if (d != NULL)
-		closedir(d);
-	for (i = 0; i < nrows; i++)
-		free(rows[i].name);
-	free(rows);
+	ws_rows_free(&rows);
 	ws_records_free(rec, nrec);
 	ws_source_close(&s);
 	return ret;

@@ -403,6 +403,16 @@ def test_list_json_escapes_names(src):
     assert rows[0]["name"] == name
 
 
+def test_list_text_escapes_control_bytes(src):
+    """A name with a newline or a terminal escape cannot forge table rows."""
+    name = "evil\nfake  root  0  0755\x1b[2J"
+    wsctl("workspace", "create", f"{src}/{name}", check=0)
+    lines = wsctl("workspace", "list", src, check=0).stdout.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[1].startswith("evil\\012fake  root  0  0755\\033[2J")
+    assert "\x1b" not in lines[1]
+
+
 def test_usage_errors(src):
     wsctl("workspace", check=2)
     wsctl("workspace", "frobnicate", check=2)
