@@ -40,12 +40,13 @@ class Server:
     """One wslockd in the foreground, listening on TCP 127.0.0.1 and on a
     Unix socket in dir; state and log in dir too."""
 
-    def __init__(self, d, lease_ms=1000, grace_ms=None, extra=()):
+    def __init__(self, d, lease_ms=1000, grace_ms=None, extra=(),
+                 sockdir=None):
         self.dir = d
         self.key = os.path.join(d, "cluster.key")
         if not os.path.exists(self.key):
             write_key(self.key)
-        self.sock = os.path.join(d, "lockd.sock")
+        self.sock = os.path.join(sockdir or d, "lockd.sock")
         self.state = os.path.join(d, "state")
         self.port = free_port()
         self.lease_ms = lease_ms

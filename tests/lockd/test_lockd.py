@@ -404,3 +404,42 @@ def test_many_connections(env):
         for s in socks:
             s.close()
     assert srv.alive()
+
+
+def test_unix_peer_uid_checked(env):
+    """Only root and the server's own uid pass SO_PEERCRED."""
+    import shutil
+    import tempfile
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) not installed")
+    d = tempfile.mkdtemp(prefix="wslockd-peer.")
+    try:
+        os.chmod(d, 0o755)
+        srv = env.server(sockdir=d)
+        os.chmod(srv.sock, 0o777)	# let the filesystem allow it
+        from lockdlib import LOCKCLIENT
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                            "--clear-groups", LOCKCLIENT, "--addr",
+                            srv.unix], input="quit\n", capture_output=True,
+                           text=True, timeout=20)
+        assert r.returncode == 1
+        assert "Permission denied" in r.stdout
+        assert "refusing uid 65534" in srv.log()
+        # Root still gets in.
+        assert env.client(srv, tcp=False).lock_wait("a", "k")[1] == 0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_per_session_limits(env):
+    srv = env.server(extra=["--max-locks", "3", "--max-waiters", "1"])
+    a, b = env.client(srv), env.client(srv)
+    for i in range(3):
+        assert a.lock_wait(f"a{i}", f"k{i}")[1] == 0
+    assert a.lock_wait("a3", "k3")[1] == -122		# EDQUOT
+    # Re-locking what it holds is not growth.
+    assert a.lock_wait("a4", "k1", mode="s")[1] == 0
+    b.lock("b1", "k0", flags="w")
+    assert b.lock_wait("b2", "k1", flags="w", timeout=5)[1] == -122
+    a.unlock("k0")
+    assert b.result("b1")[1] == 0
