@@ -47,7 +47,9 @@ def run(mnt, *margs):
     return json.loads(p.stdout)
 
 
-def check_clean_run(out, src, mnt, kind):
+def check_clean_run(out, src, mnt):
+    """Mounted with the fixed safety options, listed the workspaces, and
+    stopped cleanly on SIGTERM."""
     assert out["mount_status"] == 0, out["mount_stderr"]
     fields = out["mounted"]
     assert fields is not None, out
@@ -66,7 +68,7 @@ def check_clean_run(out, src, mnt, kind):
 def test_mount_t_fuse_wsfs(tree, kind):
     src, mnt = tree
     out = run(mnt, "-t", "fuse.wsfs", "-o", f"kind={kind}", src, mnt)
-    check_clean_run(out, src, mnt, kind)
+    check_clean_run(out, src, mnt)
 
 
 def test_fstab_line(tree, tmp_path):
@@ -78,7 +80,7 @@ def test_fstab_line(tree, tmp_path):
         f"{src}  {mnt}  fuse.wsfs  kind=shared,_netdev,nofail,noatime,"
         f"x-systemd.requires-mounts-for={src},attr_timeout=2  0 0\n")
     out = run(mnt, "-T", str(fstab), mnt)
-    check_clean_run(out, src, mnt, "shared")
+    check_clean_run(out, src, mnt)
     assert "noatime" in out["mounted"][3].split(",")
 
 
@@ -91,50 +93,57 @@ def test_bad_option_refused(tree):
     assert "no_such_option" in out["mount_stderr"]
 
 
-def test_sigterm_releases_cluster_locks(tree, tmp_path):
+def test_sigterm_releases_cluster_locks(tree, lockd):
     """A kind=shared mount on a real wslockd: a write takes locks, SIGTERM
     ends the node's session cleanly (not by lease expiry) and exits 0."""
     src, mnt = tree
+    sock, logpath = lockd
+    probe = f"{WSCTL} locks --json --lockd unix:{sock}"
+    p = subprocess.run([sys.executable, HELPER, WSFS, mnt, "--write",
+                        "pub/file", "--probe", probe, "--", "-t",
+                        "fuse.wsfs", "-o", f"kind=shared,lockd=unix:{sock}",
+                        src, mnt], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    check_clean_run(out, src, mnt)
+    assert out["write"] == "ok", out
+    with open(os.path.join(src, "pub", "file")) as f:
+        assert f.read() == "written through the mount\n"
+    text = open(logpath).read()
+    assert "ended by the client" in text, text
+    assert "lease expired" not in text, text
+    # While mounted, the node held (cached) the locks of its write.
+    held = [r for r in json.loads(out["probe"]) if r["type"] == "holder"]
+    assert held, out["probe"]
+    q = subprocess.run([WSCTL, "locks", "--lockd", f"unix:{sock}",
+                        "--json"], capture_output=True, text=True,
+                       timeout=30)
+    assert q.returncode == 0, q.stderr
+    # wsfs's session is gone at once, not left to expire with its lease:
+    # no session, holder or waiter remains (the query's own session is not
+    # listed).
+    assert json.loads(q.stdout) == [], q.stdout
+
+
+@pytest.fixture
+def lockd(tmp_path):
+    """A wslockd on a Unix socket in tmp_path; yields (socket, log path)."""
     wslockd = os.path.join(BUILDDIR, "lockd", "wslockd")
     if not os.path.exists(wslockd):
         pytest.skip(f"{wslockd} is not built")
     sock = tmp_path / "lockd.sock"
-    log = open(tmp_path / "lockd.log", "w+")
+    logpath = tmp_path / "lockd.log"
+    log = open(logpath, "w+")
     d = subprocess.Popen([wslockd, "-f", "-v", "--listen", f"unix:{sock}",
                           "--state-dir", str(tmp_path / "state")],
                          stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 10
         while not sock.exists() and time.monotonic() < deadline:
-            assert d.poll() is None, open(tmp_path / "lockd.log").read()
+            assert d.poll() is None, open(logpath).read()
             time.sleep(0.05)
-        probe = f"{WSCTL} locks --json --lockd unix:{sock}"
-        p = subprocess.run([sys.executable, HELPER, WSFS, mnt, "--write",
-                            "pub/file", "--probe", probe, "--", "-t",
-                            "fuse.wsfs", "-o",
-                            f"kind=shared,lockd=unix:{sock}", src, mnt],
-                           capture_output=True, text=True, timeout=120)
-        assert p.returncode == 0, p.stderr
-        out = json.loads(p.stdout)
-        check_clean_run(out, src, mnt, "shared")
-        assert out["write"] == "ok", out
-        with open(os.path.join(src, "pub", "file")) as f:
-            assert f.read() == "written through the mount\n"
-        text = open(tmp_path / "lockd.log").read()
-        assert "ended by the client" in text, text
-        # While mounted, the node held (cached) the locks of its write.
-        held = [r for r in json.loads(out["probe"]) if r["type"] == "holder"]
-        assert held, out["probe"]
-        assert "lease expired" not in text, text
-        q = subprocess.run([WSCTL, "locks", "--lockd", f"unix:{sock}",
-                            "--json"], capture_output=True, text=True,
-                           timeout=30)
-        assert q.returncode == 0, q.stderr
-        records = json.loads(q.stdout)
-        # wsfs's session is gone at once, not left to expire with its
-        # lease: no session, holder or waiter remains (the query's own
-        # session is not listed).
-        assert records == [], records
+        yield sock, logpath
     finally:
         d.terminate()
         try:
@@ -143,3 +152,26 @@ def test_sigterm_releases_cluster_locks(tree, tmp_path):
             d.kill()
             d.wait()
         log.close()
+
+
+@pytest.mark.parametrize("unit", ["workspaces.mount", "scratch.mount"])
+def test_example_mount_units_options_work(tree, tmp_path, lockd, unit):
+    """The example units' Type= and Options=, as an fstab line over a test
+    SOURCE (the lock server replaced by a local one): they mount."""
+    src, mnt = tree
+    sock, _ = lockd
+    srcdir = os.environ.get("WSFS_SRCDIR", BUILDDIR)
+    text = open(os.path.join(srcdir, "scripts", "systemd", unit)).read()
+    fields = dict(line.split("=", 1) for line in text.splitlines()
+                  if "=" in line and not line.startswith("#"))
+    key = tmp_path / "cluster.key"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
+    opts = ",".join(
+        f"lockd=unix:{sock}" if o.startswith("lockd=") else
+        f"key={key}" if o.startswith("key=") else o
+        for o in fields["Options"].split(","))
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"{src} {mnt} {fields['Type']} {opts} 0 0\n")
+    out = run(mnt, "-T", str(fstab), mnt)
+    check_clean_run(out, src, mnt)
