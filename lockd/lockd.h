@@ -106,6 +106,7 @@ int		 state_has_client(const struct state *, uint64_t);
 int		 state_add_client(struct state *, uint64_t);
 int		 state_del_client(struct state *, uint64_t);
 const uint64_t	*state_clients(const struct state *);
+int		 state_sync(struct state *);
 
 /* server.c */
 struct server_conf {

@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -131,6 +132,7 @@ struct server {
 	int			 grace;
 	uint64_t		 grace_end;
 	uint64_t		*pending;	/* known clients yet to reclaim */
+	uint8_t			*rbuf;		/* shared read buffer */
 	size_t			 npending;
 	int			 quit;
 };
@@ -279,6 +281,8 @@ conn_flush(struct server *srv, struct conn *c)
 		}
 		wsl_buf_consume(&c->out, n);
 	}
+	if (left == 0 && c->out.cap > 65536)
+		wsl_buf_free(&c->out);	/* after a burst, e.g. LIST */
 	if (wsl_buf_pending(&c->out) > MAX_OUTBUF) {
 		conn_close(srv, c, "client does not read its replies");
 		return;
@@ -800,21 +804,51 @@ conn_dispatch(struct server *srv, struct conn *c, const struct wsl_frame *f)
 	return 0;
 }
 
+/*
+ * Dispatch the whole frames in buf; returns the bytes consumed, or -1
+ * when the connection was closed.
+ */
+static ssize_t
+conn_frames(struct server *srv, struct conn *c, const uint8_t *buf,
+    size_t len)
+{
+	struct wsl_frame	f;
+	size_t			off = 0;
+	int			n;
+	char			why[64];
+
+	while ((n = wsl_frame_decode(buf + off, len - off,
+	    srv->conf->max_frame, &f)) > 0) {
+		if (conn_dispatch(srv, c, &f) < 0)
+			return -1;
+		off += n;
+	}
+	if (n < 0) {
+		snprintf(why, sizeof why, "bad frame: %s",
+		    n == -EMSGSIZE ? "oversized" :
+		    n == -EPROTONOSUPPORT ? "unsupported version" :
+		    "length shorter than header");
+		conn_fail(srv, c, 0, n == -EPROTONOSUPPORT ? WSL_E_VERSION :
+		    WSL_E_PROTO, why);
+		return -1;
+	}
+	return off;
+}
+
+/*
+ * Read what the socket has. Data lands in one buffer shared by every
+ * connection and is dispatched from there; only the tail of a frame
+ * that is not complete yet is kept in the connection's own buffer, so an
+ * idle connection costs no read buffer at all.
+ */
 static void
 conn_read(struct server *srv, struct conn *c)
 {
-	struct wsl_frame	f;
-	ssize_t			n;
-	int			len;
-	char			why[64];
+	ssize_t	n, used;
+	size_t	left;
 
 	for (;;) {
-		if (wsl_buf_reserve(&c->in, READ_CHUNK) < 0) {
-			conn_close(srv, c, "out of memory");
-			return;
-		}
-		n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len,
-		    0);
+		n = recv(c->fd, srv->rbuf, READ_CHUNK, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -831,23 +865,35 @@ conn_read(struct server *srv, struct conn *c)
 				    "disconnected" : NULL);
 			return;
 		}
-		c->in.len += n;
-		while ((len = wsl_frame_decode(c->in.data + c->in.off,
-		    wsl_buf_pending(&c->in), srv->conf->max_frame, &f)) > 0) {
-			if (conn_dispatch(srv, c, &f) < 0)
+		if (wsl_buf_pending(&c->in) == 0) {
+			if ((used = conn_frames(srv, c, srv->rbuf, n)) < 0)
 				return;
-			wsl_buf_consume(&c->in, len);
+			left = n - used;
+			if (left > 0) {
+				if (wsl_buf_reserve(&c->in, left) < 0) {
+					conn_close(srv, c, "out of memory");
+					return;
+				}
+				memcpy(c->in.data + c->in.len,
+				    srv->rbuf + used, left);
+				c->in.len += left;
+			}
+		} else {
+			/* Rare: a frame split across reads. */
+			if (wsl_buf_reserve(&c->in, n) < 0) {
+				conn_close(srv, c, "out of memory");
+				return;
+			}
+			memcpy(c->in.data + c->in.len, srv->rbuf, n);
+			c->in.len += n;
+			if ((used = conn_frames(srv, c, c->in.data + c->in.off,
+			    wsl_buf_pending(&c->in))) < 0)
+				return;
+			wsl_buf_consume(&c->in, used);
 		}
-		if (len < 0) {
-			snprintf(why, sizeof why, "bad frame: %s",
-			    len == -EMSGSIZE ? "oversized" :
-			    len == -EPROTONOSUPPORT ? "unsupported version" :
-			    "length shorter than header");
-			conn_fail(srv, c, 0, len == -EPROTONOSUPPORT ?
-			    WSL_E_VERSION : WSL_E_PROTO, why);
-			return;
-		}
-		if ((size_t)n < READ_CHUNK)
+		if (wsl_buf_pending(&c->in) == 0 && c->in.cap > 0)
+			wsl_buf_free(&c->in);
+		if (n < READ_CHUNK)
 			break;
 	}
 }
@@ -1082,6 +1128,8 @@ server_init(struct server *srv, const struct server_conf *conf)
 	struct epoll_event	ev;
 	sigset_t		mask;
 	const char		**p;
+	struct rlimit		rl;
+	rlim_t			want;
 	int			r, tcp = 0;
 
 	memset(srv, 0, sizeof *srv);
@@ -1092,6 +1140,19 @@ server_init(struct server *srv, const struct server_conf *conf)
 	TAILQ_INIT(&srv->sessions);
 	if (sodium_init() < 0)
 		fatalx("libsodium failed to initialise");
+	/* Every connection is a descriptor: allow as many as we may. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		want = (rlim_t)conf->max_conns + 64;
+		if (rl.rlim_cur < want) {
+			rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+				log_warn("setrlimit: %s", strerror(errno));
+		}
+		if (rl.rlim_cur < want)
+			log_warn("open file limit %llu allows fewer than %u "
+			    "connections", (unsigned long long)rl.rlim_cur,
+			    conf->max_conns);
+	}
 	for (p = conf->listen; *p != NULL; p++)
 		if (strncmp(*p, "unix:", 5) != 0)
 			tcp = 1;
@@ -1113,6 +1174,8 @@ server_init(struct server *srv, const struct server_conf *conf)
 		    conf->statedir, strerror(-r));
 	srv->epoch = state_epoch(srv->state);
 	srv->last_token = (uint64_t)srv->epoch << 32;
+	if ((srv->rbuf = malloc(READ_CHUNK)) == NULL)
+		fatalx("out of memory");
 	if ((srv->table = table_new(&srv_table_ops, srv, conf->max_locks,
 	    conf->max_waiters)) == NULL)
 		fatalx("out of memory");
@@ -1193,9 +1256,12 @@ server_shutdown(struct server *srv)
 		free(s);
 	}
 	table_free(srv->table);
+	if (state_sync(srv->state) < 0)
+		log_err("cannot write the state directory");
 	state_close(srv->state);
 	sodium_free(srv->key);
 	free(srv->pending);
+	free(srv->rbuf);
 	close(srv->timerfd);
 	close(srv->sigfd);
 	close(srv->epfd);
@@ -1208,7 +1274,7 @@ server_run(const struct server_conf *conf)
 	struct epoll_event	 evs[MAX_EVENTS];
 	struct ev		*e;
 	struct conn		*c;
-	int			 n, i;
+	int			 n, i, r;
 
 	server_init(&srv, conf);
 	while (!srv.quit) {
@@ -1241,6 +1307,10 @@ server_run(const struct server_conf *conf)
 				break;
 			}
 		}
+		/* Known clients reach the disk before any answer leaves. */
+		if ((r = state_sync(srv.state)) < 0)
+			log_limited(LOG_ERR, "state", "cannot write the state "
+			    "directory: %s", strerror(-r));
 		while ((c = TAILQ_FIRST(&srv.flush)) != NULL) {
 			TAILQ_REMOVE(&srv.flush, c, dentry);
 			c->dirty = 0;

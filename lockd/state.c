@@ -23,6 +23,7 @@
 
 struct state {
 	int		 dirfd;
+	int		 dirty;		/* clients changed, not yet written */
 	uint32_t	 epoch;
 	uint64_t	*clients;
 	size_t		 nclients;
@@ -242,6 +243,11 @@ state_has_client(const struct state *st, uint64_t id)
 	return 0;
 }
 
+/*
+ * Client list changes are written by state_sync(), once per batch: the
+ * server calls it before it sends any answer, so a client is on disk
+ * before it hears of its session, without one fsync per connection.
+ */
 int
 state_add_client(struct state *st, uint64_t id)
 {
@@ -251,9 +257,8 @@ state_add_client(struct state *st, uint64_t id)
 		return 0;
 	if ((r = state_push(st, id)) < 0)
 		return r;
-	if ((r = state_save_clients(st)) < 0)
-		st->nclients--;
-	return r;
+	st->dirty = 1;
+	return 0;
 }
 
 int
@@ -265,7 +270,21 @@ state_del_client(struct state *st, uint64_t id)
 		if (st->clients[i] != id)
 			continue;
 		st->clients[i] = st->clients[--st->nclients];
-		return state_save_clients(st);
+		st->dirty = 1;
+		return 0;
 	}
+	return 0;
+}
+
+int
+state_sync(struct state *st)
+{
+	int	r;
+
+	if (!st->dirty)
+		return 0;
+	if ((r = state_save_clients(st)) < 0)
+		return r;
+	st->dirty = 0;
 	return 0;
 }

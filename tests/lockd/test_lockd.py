@@ -380,11 +380,16 @@ def test_wsctl_keygen(tmp_path):
 
 
 def test_many_connections(env):
-    """Hundreds of raw sessions on one server; each gets its own lock."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 4200:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < 4200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 4200), hard))
+    """Thousands of raw sessions on one server; each gets its own lock."""
     srv = env.server(lease_ms=5000)
     socks = []
     try:
-        for i in range(300):
+        for i in range(2000):
             s = unix_conn(srv)
             key = f"k{i}".encode()
             body = struct.pack(">QQQBBH", 1, 0, 2**64 - 1, 2, 0,
