@@ -51,6 +51,19 @@
  *   After a lease was lost the library starts a fresh session (the server
  *   frees whatever the old one still held) and never reclaims.
  *
+ * How wsfs uses it (issue 5). Object locks: key "ws/<workspace>/<dev>:<ino>",
+ * owner 0, [0, WSLOCK_EOF), WSLOCK_EXCLUSIVE, WSLOCK_WAIT | WSLOCK_CACHED,
+ * taken once and kept; wslock_held() answers "do I still hold it?" before
+ * each write without a round trip; the revoke callback says another node
+ * waits, and the node flushes and calls wslock_unlock(). flock(2) and
+ * fcntl(2) locks: the same key with the lock owner of the open file (or
+ * of the process) as owner and the byte range as given; F_SETLK is
+ * wslock_lock() without WSLOCK_WAIT, F_SETLKW with it (an interrupted wait
+ * is wslock_cancel()), F_GETLK is wslock_test_wait(), F_UNLCK is
+ * wslock_unlock(). Every grant's token can fence writes on storage that
+ * understands it. The lost callback and WSLOCK_JEOPARDY tell the node to
+ * stop writing under locks it may no longer have.
+ *
  * Reconnects. When the connection breaks the library reconnects by itself
  * (backoff 50 ms doubling to 2 s). If its lease is still valid it resumes
  * the session or, when the server restarted, reclaims its locks in the
