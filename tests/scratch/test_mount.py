@@ -10,7 +10,7 @@ import pytest
 
 import wsfstest
 from scratchlib import (WSFS, age, create, meta_path, removed_count, sweep,
-                        wsfs_has_scratch)
+                        wsctl, wsfs_has_scratch)
 
 
 def _binary_has(symbol):
@@ -34,7 +34,9 @@ needs_timer = pytest.mark.skipif(
 def smount(env, fuse_env):
     """A kind=scratch mount of env.base at env.top/mnt; returns a starter
     so a test can pass options and remount."""
-    create(env.base)        # makes the base
+    # Make the base, and leave it empty.
+    wid, _ = create(env.base, "task")
+    wsctl("scratch", "end", "--base", env.base, wid)
     mounts = []
 
     def start(**opts):
@@ -140,7 +142,9 @@ def test_wsfs_sweeps_on_its_timer(env, smount):
             lambda: not os.path.exists(os.path.join(env.base, idle)),
             timeout=20), m.log()
         assert os.path.isdir(os.path.join(env.base, busy))
-        assert idle in m.log()
+        # Logged once the removal is over, after the rename.
+        assert wsfstest.wait_for(lambda: f"{idle}: removed" in m.log(),
+                                 timeout=10), m.log()
     finally:
         f.close()
     assert wsfstest.wait_for(
