@@ -46,7 +46,12 @@ inode_cmp(const void *a, const void *b)
 		return x->dev < y->dev ? -1 : 1;
 	if (x->ws != y->ws)
 		return x->ws < y->ws ? -1 : 1;
-	if (x->parent != y->parent)
+	/*
+	 * Symlinks and directories are one inode per directory they are seen
+	 * in, so that the kernel's idea of their place never differs from
+	 * the daemon's: what readlink returns depends on it.
+	 */
+	if ((x->type == S_IFLNK || x->type == S_IFDIR) && x->parent != y->parent)
 		return (uintptr_t)x->parent < (uintptr_t)y->parent ? -1 : 1;
 	return 0;
 }
@@ -142,7 +147,8 @@ inode_free_locked(struct inode *in)
 {
 	struct inode	*parent = in->parent, *ws_root = in->ws_root;
 
-	tdelete(in, &itab.tree, inode_cmp);
+	if (!in->detached)
+		tdelete(in, &itab.tree, inode_cmp);
 	inode_lru_del_locked(in);
 	if (in->fd >= 0) {
 		close(in->fd);
@@ -303,66 +309,69 @@ inode_stat(struct inode *in, struct stat *st)
 }
 
 /*
- * How many levels below its workspace root a directory is, found by
- * walking "..": the only way to know where the directory is now, after
- * renames on the backing store. Fails with -ENOENT if the walk never meets
- * the root, that is, if the directory was moved out of the workspace.
+ * How many levels below its workspace root the kernel sees an inode's
+ * directory: the depth the kernel walks ".." from when it follows a link
+ * there. For a symlink, its directory's depth.
  */
 int
-inode_depth(struct inode *dir, unsigned int *depth)
+inode_kdepth(struct inode *in, unsigned int *depth)
 {
-	struct inode	*root = dir->ws_root;
-	struct stat	 st, prev;
-	unsigned int	 d = 0;
-	int		 fd, up, r;
+	struct inode	*d;
+	unsigned int	 n = 0;
+	int		 r = 0;
 
-	if (root == NULL)
-		return -ENOENT;
-	if (dir == root) {
-		*depth = 0;
-		return 0;
+	pthread_mutex_lock(&itab.lock);
+	d = in->type == S_IFLNK ? in->parent : in;
+	while (d != NULL && d != d->ws_root) {
+		d = d->parent;
+		if (++n > PATH_MAX / 2)
+			break;
 	}
-	if ((r = inode_fd_get(dir)) < 0)
-		return r;
-	fd = fcntl(r, F_DUPFD_CLOEXEC, 0);
-	inode_fd_put(dir);
-	if (fd == -1)
-		return -errno;
-	if (fstatat(fd, "", &prev, AT_EMPTY_PATH) == -1) {
-		r = -errno;
-		goto out;
-	}
-	for (;;) {
-		up = openat(fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW |
-		    O_CLOEXEC);
-		if (up == -1) {
-			r = -errno;
-			goto out;
-		}
-		close(fd);
-		fd = up;
-		if (fstatat(fd, "", &st, AT_EMPTY_PATH) == -1) {
-			r = -errno;
-			goto out;
-		}
-		d++;
-		if (st.st_dev == root->dev && st.st_ino == root->ino) {
-			*depth = d;
-			r = 0;
-			goto out;
-		}
-		/* At "/" or at SOURCE: the directory left its workspace. */
-		if ((st.st_dev == prev.st_dev && st.st_ino == prev.st_ino) ||
-		    (st.st_dev == itab.root.dev && st.st_ino == itab.root.ino) ||
-		    d > PATH_MAX / 2) {
-			r = -ENOENT;
-			goto out;
-		}
-		prev = st;
-	}
-out:
-	close(fd);
+	if (d == NULL || d != d->ws_root)
+		r = -ENOENT;
+	else
+		*depth = n;
+	pthread_mutex_unlock(&itab.lock);
 	return r;
+}
+
+/*
+ * The object st (as stat before the rename) moved from directory from to
+ * directory to through the mount: the kernel now sees it in to.
+ */
+void
+inode_renamed(struct inode *from, struct inode *to, const struct stat *st)
+{
+	struct inode	 key, *in, **slot;
+
+	if (!S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode))
+		return;
+	memset(&key, 0, sizeof key);
+	key.dev = st->st_dev;
+	key.ino = st->st_ino;
+	key.type = st->st_mode & S_IFMT;
+	key.ws = from->ws;
+	key.parent = from;
+	pthread_mutex_lock(&itab.lock);
+	slot = tfind(&key, &itab.tree, inode_cmp);
+	in = slot != NULL ? *slot : NULL;
+	if (in == NULL || in == in->ws_root || in->parent == to) {
+		pthread_mutex_unlock(&itab.lock);
+		return;
+	}
+	/* The parent is part of the key: re-key the inode. */
+	if (!in->detached)
+		tdelete(in, &itab.tree, inode_cmp);
+	to->refs++;
+	inode_unref_locked(in->parent);
+	in->parent = to;
+	in->detached = 0;
+	slot = tsearch(in, &itab.tree, inode_cmp);
+	if (slot == NULL || *slot != in) {
+		/* Already known there: this one stays out of the table. */
+		in->detached = 1;
+	}
+	pthread_mutex_unlock(&itab.lock);
 }
 
 static struct file_handle *
@@ -403,8 +412,10 @@ inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
 	memset(&key, 0, sizeof key);
 	key.dev = st.st_dev;
 	key.ino = st.st_ino;
+	key.type = st.st_mode & S_IFMT;
 	key.ws = parent == &itab.root ? (uint64_t)st.st_ino : parent->ws;
-	key.parent = S_ISLNK(st.st_mode) ? parent : NULL;
+	key.parent = parent == &itab.root || (!S_ISDIR(st.st_mode) &&
+	    !S_ISLNK(st.st_mode)) ? NULL : parent;
 
 	pthread_mutex_lock(&itab.lock);
 	slot = tfind(&key, &itab.tree, inode_cmp);
@@ -416,7 +427,6 @@ inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
 			return -ENOMEM;
 		}
 		*neu = key;
-		neu->type = st.st_mode & S_IFMT;
 		neu->fd = -1;
 		neu->fh = inode_handle(fd);
 		if (neu->fh == NULL && !itab.handles_warned) {
@@ -495,7 +505,6 @@ inode_lookup(struct inode *parent, const char *name,
     struct fuse_entry_param *e)
 {
 	struct inode	*self;
-	unsigned int	 depth;
 	int		 pfd, fd, r;
 
 	if (parent->type != S_IFDIR)
@@ -506,23 +515,15 @@ inode_lookup(struct inode *parent, const char *name,
 		return -ENOENT;
 	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
 		/* ".." stops at the workspace root and at the mount root. */
-		self = parent;
-		if (strcmp(name, "..") == 0 && parent != &itab.root &&
-		    parent->ws_root != parent) {
-			if ((r = inode_depth(parent, &depth)) < 0)
-				return r;
-			if ((pfd = inode_fd_get(parent)) < 0)
-				return pfd;
-			fd = openat(pfd, "..", O_PATH | O_DIRECTORY |
-			    O_NOFOLLOW | O_CLOEXEC);
-			r = fd == -1 ? -errno : 0;
-			inode_fd_put(parent);
-			if (r < 0)
-				return r;
-			return inode_adopt(parent->ws_root, fd, e) < 0 ? -ENOENT :
-			    0;
-		}
+		/*
+		 * ".." is the parent the kernel knows, never the backing
+		 * store's, and stops at the workspace root.
+		 */
 		pthread_mutex_lock(&itab.lock);
+		self = parent;
+		if (strcmp(name, "..") == 0 && parent->parent != NULL &&
+		    parent->ws_root != parent)
+			self = parent->parent;
 		self->nlookup++;
 		pthread_mutex_unlock(&itab.lock);
 		memset(e, 0, sizeof *e);

@@ -359,7 +359,7 @@ ws_readlink(fuse_req_t req, fuse_ino_t ino)
 	ssize_t		 n;
 	int		 fd, r;
 
-	if (in->type != S_IFLNK || in->parent == NULL) {
+	if (in->type != S_IFLNK) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
@@ -370,11 +370,14 @@ ws_readlink(fuse_req_t req, fuse_ino_t ino)
 	n = readlinkat(fd, "", target, sizeof target - 1);
 	r = n == -1 ? -errno : 0;
 	inode_fd_put(in);
+	/*
+	 * The kernel follows the target from where it sees the link, so the
+	 * depth is the kernel's, not the backing store's, which another node
+	 * may have changed under it.
+	 */
 	if (r == 0) {
 		target[n] = '\0';
-		if ((r = inode_depth(in->parent, &depth)) < 0)
-			log_limited(LOG_NOTICE, "readlink-depth", "readlink: "
-			    "the directory of a link left its workspace");
+		r = inode_kdepth(in, &depth);
 	}
 	if (r == 0)
 		r = symlink_rewrite(target, depth, out, sizeof out);
@@ -515,8 +518,9 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct inode	*p = ws_inode(parent), *np = ws_inode(newparent);
 	struct inode	*ins[4] = { p, np, NULL, NULL };
 	struct glock	*g[GLOCK_MAX] = { NULL };
+	struct stat	 src, dst;
 	ino_t		 inos[4];
-	int		 pfd, npfd, r;
+	int		 pfd, npfd, r, have_src, have_dst;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
 		r = -EINVAL;
@@ -543,9 +547,18 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	inos[1] = np->ino;
 	inos[2] = ws_name_ino(pfd, name);
 	inos[3] = ws_name_ino(npfd, newname);
+	have_src = fstatat(pfd, name, &src, AT_SYMLINK_NOFOLLOW) == 0;
+	have_dst = (flags & RENAME_EXCHANGE) &&
+	    fstatat(npfd, newname, &dst, AT_SYMLINK_NOFOLLOW) == 0;
 	if ((r = glock_get_many(inos, ins, 4, g)) == 0)
 		r = renameat2(pfd, name, npfd, newname, flags) == -1 ?
 		    -errno : 0;
+	if (r == 0 && p != np) {
+		if (have_src)
+			inode_renamed(p, np, &src);
+		if (have_dst)
+			inode_renamed(np, p, &dst);
+	}
 	glock_put_many(g, 1);
 	inode_fd_put(np);
 	inode_fd_put(p);

@@ -34,7 +34,13 @@ struct inode {
 	mode_t			 type;		/* const: S_IFMT bits */
 	uint64_t		 ws;		/* const: 0 = mount root level */
 	struct inode		*ws_root;	/* const; NULL at mount root level */
-	struct inode		*parent;	/* const: symlinks only, holds a ref */
+	/*
+	 * Where the kernel sees the inode: the directory it was last looked
+	 * up in or renamed into through the mount; holds a ref. Symlinks and
+	 * directories only (what readlink returns depends on it), NULL for
+	 * workspace roots. For symlinks it is also part of the key.
+	 */
+	struct inode		*parent;	/* table lock */
 	struct file_handle	*fh;		/* const: NULL if fs has none */
 
 	/* All below: guarded by the table lock. */
@@ -46,6 +52,7 @@ struct inode {
 	int			 pinned;	/* never evicted (roots) */
 	TAILQ_ENTRY(inode)	 lru;		/* fds that may be evicted */
 	int			 in_lru;
+	int			 detached;	/* not in the table's tree */
 };
 
 /* An open file: what fi->fh points to. */
@@ -135,7 +142,9 @@ int		 inode_fd_get(struct inode *in);
 void		 inode_fd_put(struct inode *in);
 int		 inode_open(struct inode *in, int flags);
 int		 inode_stat(struct inode *in, struct stat *st);
-int		 inode_depth(struct inode *dir, unsigned int *depth);
+int		 inode_kdepth(struct inode *in, unsigned int *depth);
+void		 inode_renamed(struct inode *from, struct inode *to,
+		     const struct stat *st);
 void		 inode_opened(struct inode *in, int delta);
 void		 inode_procpath(int fd, char *buf, size_t len);
 int		 inode_openat_beneath(int dirfd, const char *name, int flags,
