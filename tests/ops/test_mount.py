@@ -40,11 +40,27 @@ def tree(tmp_path):
     return str(src), str(mnt)
 
 
-def run(mnt, *margs):
-    p = subprocess.run([sys.executable, HELPER, WSFS, mnt, "--", *margs],
-                       capture_output=True, text=True, timeout=120)
+def helper(mnt, *args):
+    """Run mountns.py. A daemonized wsfs has no stderr, so sanitizer
+    reports of a sanitizer build go to files beside the mount point and are
+    returned under "sanitizer"."""
+    logdir = os.path.dirname(mnt)
+    env = dict(os.environ)
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        opts = [o for o in env.get(var, "").split(":") if o]
+        env[var] = ":".join(opts + [f"log_path={logdir}/sanitizer"])
+    p = subprocess.run([sys.executable, HELPER, WSFS, mnt, *args],
+                       capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+    out = json.loads(p.stdout)
+    out["sanitizer"] = "".join(
+        open(os.path.join(logdir, f)).read() for f in os.listdir(logdir)
+        if f.startswith("sanitizer."))
+    return out
+
+
+def run(mnt, *margs):
+    return helper(mnt, "--", *margs)
 
 
 def check_clean_run(out, src, mnt):
@@ -61,6 +77,7 @@ def check_clean_run(out, src, mnt):
     assert out["listing"] == ["pub", "team"]
     assert out["daemon"] is not None, "no wsfs process serves the mount"
     assert out["mounted_after"] is None, "SIGTERM left the mount in place"
+    assert out["sanitizer"] == "", out["sanitizer"]
     assert out["exit"] == 0, f"wsfs exited with {out['exit']} on SIGTERM"
 
 
@@ -99,13 +116,9 @@ def test_sigterm_releases_cluster_locks(tree, lockd):
     src, mnt = tree
     sock, logpath = lockd
     probe = f"{WSCTL} locks --json --lockd unix:{sock}"
-    p = subprocess.run([sys.executable, HELPER, WSFS, mnt, "--write",
-                        "pub/file", "--probe", probe, "--", "-t",
-                        "fuse.wsfs", "-o", f"kind=shared,lockd=unix:{sock}",
-                        src, mnt], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
+    out = helper(mnt, "--write", "pub/file", "--probe", probe, "--", "-t",
+                 "fuse.wsfs", "-o", f"kind=shared,lockd=unix:{sock}", src,
+                 mnt)
     check_clean_run(out, src, mnt)
     assert out["write"] == "ok", out
     with open(os.path.join(src, "pub", "file")) as f:
