@@ -1,0 +1,351 @@
+"""Test harness for the cluster tests: drives scripts/cluster with a
+private CLUSTER_DIR and namespace prefix, runs the worker on chosen nodes,
+asks wslockd what it holds, and checks the record files the writers
+leave behind.
+
+Every cluster gets its own CLUSTER_NAME, so a cluster a developer has up
+in /run/wsfs-cluster is never touched; 'down' runs in the fixture's
+finally, and the worker processes a test starts are killed by pid before
+it.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import wsfstest  # noqa: E402
+
+SCRIPT = os.path.join(wsfstest.SRCDIR, "scripts", "cluster")
+WORKER = os.path.join(HERE, "worker.py")
+PYTHON = wsfstest.PYTHON
+
+LONG = os.environ.get("WSFS_LONG") == "1"
+
+_serial = 0
+
+
+def environment_problem():
+    """Why cluster tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "cluster tests need root (network namespaces, mounts)"
+    for f in (wsfstest.WSFS, wsfstest.WSLOCKD, wsfstest.WSCTL):
+        if not os.access(f, os.X_OK):
+            return f"{f} not built"
+    for tool in ("ip", "nsenter", "fusermount3", "setsid"):
+        if shutil.which(tool) is None:
+            return f"{tool} not installed"
+    reason = wsfstest.fuse_available()
+    if reason:
+        return reason
+    name = f"wsct-probe-{os.getpid()}"
+    p = subprocess.run(["ip", "netns", "add", name], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        return f"'ip netns add' does not work here: {p.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return None
+
+
+def wsfs_has_lockd_client():
+    """Does the wsfs binary contain the wslockd client library at all?
+    Before the wsfs side of cluster locking landed it does not, and the
+    tests that need it skip; once it does, a node that fails to connect
+    is a failure, not a skip."""
+    with open(wsfstest.WSFS, "rb") as f:
+        return b"wslock_open" in f.read()
+
+
+class ClusterError(Exception):
+    pass
+
+
+class Cluster:
+    """One cluster: nodes 1..nodes, wsfs mounts at mnt(n), all over SOURCE
+    src(). Options become the environment of scripts/cluster."""
+
+    def __init__(self, nodes=3, lock_timeout=10, lease_ms=4000,
+                 grace_ms=None, workspaces=("ws",), wsfs_opts=None):
+        global _serial
+        _serial += 1
+        self.nodes = nodes
+        self.lease = lease_ms / 1000.0
+        self.lock_timeout = lock_timeout
+        self.base = wsfstest.make_base("wsfs-cluster-")
+        self.dir = os.path.join(self.base, "c")
+        self.source = os.path.join(self.base, "src")
+        os.makedirs(self.source)
+        for w in workspaces:
+            os.mkdir(os.path.join(self.source, w))
+            os.chmod(os.path.join(self.source, w), 0o777)
+        self.name = f"wsct{os.getpid()}-{_serial}"
+        self.env = dict(os.environ, CLUSTER_DIR=self.dir,
+                        CLUSTER_NAME=self.name, CLUSTER_NODES=str(nodes),
+                        SOURCE=self.source, BUILDDIR=wsfstest.BUILDDIR,
+                        LOCK_TIMEOUT=str(lock_timeout),
+                        LEASE_MS=str(lease_ms))
+        if grace_ms is not None:
+            self.env["GRACE_MS"] = str(grace_ms)
+        if wsfs_opts:
+            self.env["WSFS_OPTS"] = wsfs_opts
+        self.procs = []
+        self.is_up = False
+
+    # paths
+    def mnt(self, n):
+        return os.path.join(self.dir, "mnt", f"node{n}")
+
+    def path(self, n, *parts):
+        return os.path.join(self.mnt(n), *parts)
+
+    def src(self, *parts):
+        return os.path.join(self.source, *parts)
+
+    @property
+    def keyfile(self):
+        return os.path.join(self.dir, "cluster.key")
+
+    @property
+    def lockd_unix(self):
+        return "unix:" + os.path.join(self.dir, "lockd.sock")
+
+    # scripts/cluster
+    def script(self, *args, check=True, timeout=120):
+        p = subprocess.run([SCRIPT, *args], env=self.env, capture_output=True,
+                           text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise ClusterError(
+                f"scripts/cluster {' '.join(args)}: exit {p.returncode}\n"
+                f"{p.stdout}{p.stderr}\n{self.logs()}")
+        return p
+
+    def up(self):
+        self.is_up = True     # 'down' is due from here on, even if up fails
+        self.script("up")
+
+    def down(self):
+        """Stop the workers, then the cluster. Returns an error text or
+        None."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if not self.is_up:
+            return None
+        p = self.script("down", check=False, timeout=180)
+        if p.returncode != 0:
+            return f"scripts/cluster down: exit {p.returncode}\n" \
+                   f"{p.stdout}{p.stderr}"
+        self.is_up = False
+        return None
+
+    def cut(self, n):
+        self.script("cut", f"node{n}")
+
+    def heal(self, n):
+        self.script("heal", f"node{n}")
+
+    def kill(self, n):
+        self.script("kill", f"node{n}")
+
+    def start(self, n):
+        self.script("start", f"node{n}")
+
+    def kill_lockd(self):
+        self.script("kill-lockd")
+
+    def restart_lockd(self):
+        self.script("restart-lockd")
+
+    # running things on a node
+    def argv(self, n, argv):
+        return [SCRIPT, "exec", f"node{n}", *argv]
+
+    def popen(self, n, argv, stdin=subprocess.DEVNULL, **kw):
+        """Start argv on node n (cwd: its mount). Killed in teardown."""
+        p = subprocess.Popen(self.argv(n, argv), env=self.env, stdin=stdin,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def run(self, n, argv, timeout=120, check=False):
+        p = subprocess.run(self.argv(n, argv), env=self.env,
+                           capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise ClusterError(f"node{n}: {argv}: exit {p.returncode}\n"
+                               f"{p.stdout}{p.stderr}")
+        return p
+
+    def worker(self, n, *args, **kw):
+        return self.popen(n, [PYTHON, WORKER, *map(str, args)], **kw)
+
+    def run_worker(self, n, *args, timeout=120, check=False):
+        return self.run(n, [PYTHON, WORKER, *map(str, args)],
+                        timeout=timeout, check=check)
+
+    # wslockd
+    def locks(self):
+        """wsctl locks --json over the lock server's Unix socket."""
+        p = subprocess.run([wsfstest.WSCTL, "locks", "--json", "--lockd",
+                            self.lockd_unix], capture_output=True, text=True,
+                           timeout=30)
+        if p.returncode != 0:
+            raise ClusterError(f"wsctl locks: exit {p.returncode}: "
+                               f"{p.stderr}")
+        return json.loads(p.stdout)
+
+    def sessions(self):
+        """Names of the connected sessions."""
+        return sorted(r["name"] for r in self.locks()
+                      if r["type"] == "session" and r["connected"])
+
+    def wait_sessions(self, timeout=10.0):
+        """Wait until every node has a connected session on wslockd."""
+        want = sorted(f"node{n}" for n in range(1, self.nodes + 1))
+        deadline = time.monotonic() + timeout
+        have = []
+        while time.monotonic() < deadline:
+            have = self.sessions()
+            if all(w in have for w in want):
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"nodes without a wslockd session after "
+                           f"{timeout}s: want {want}, have {have}\n"
+                           f"{self.logs()}")
+
+    # logs
+    def logs(self):
+        out = []
+        d = os.path.join(self.dir, "logs")
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            text = wsfstest.read_log(os.path.join(d, name), 6000)
+            out.append(f"--- {name}\n{text}")
+        return "\n".join(out)
+
+    def sanitizer_reports(self):
+        d = os.path.join(self.dir, "logs")
+        found = []
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            text = wsfstest.read_log(os.path.join(d, name), 10**7)
+            if re.search(r"ERROR: \w+Sanitizer|runtime error:", text):
+                found.append(name)
+        return found
+
+    def cleanup(self):
+        if not self.is_up and wsfstest.mountinfo(self.dir) is None:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+# Output of the worker.
+def lines(text):
+    """[(time, word, args...)] from the worker's output."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and re.match(r"^\d+\.\d+$", parts[0]):
+            out.append((float(parts[0]), *parts[1:]))
+    return out
+
+
+def finish(p, timeout=120):
+    """Wait for a worker; returns its stdout, raising with its stderr if
+    it failed."""
+    if p.stdin is not None and p.stdin.closed:
+        p.stdin = None          # communicate() would flush it
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise ClusterError(f"{p.args} timed out after {timeout}s\n{out}{err}")
+    if p.returncode != 0:
+        raise ClusterError(f"{p.args}: exit {p.returncode}\n{out}{err}")
+    return out
+
+
+def wait_line(p, word, timeout=30):
+    """Read p's stdout until a line with word; returns that line's fields."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            raise ClusterError(f"{p.args} ended before '{word}': "
+                               f"{p.stderr.read()}")
+        f = lines(line)
+        if f and f[0][1] == word:
+            return f[0]
+    raise ClusterError(f"no '{word}' from {p.args} in {timeout}s")
+
+
+# The record files.
+sys.path.insert(0, HERE)
+from worker import RECSIZE, fixed_record, record  # noqa: E402
+
+
+def parse_records(data):
+    """Split a file of append records into (node, seq) pairs; returns
+    (records, bad) where bad lists the lines that are not exactly a
+    record the worker writes (torn, interleaved or corrupt)."""
+    recs, bad = [], []
+    for line in data.split(b"\n")[:-1] if data.endswith(b"\n") else \
+            data.split(b"\n"):
+        m = re.match(rb"^R (\S+) (\d+) ", line)
+        if m:
+            node, seq = m.group(1).decode(), int(m.group(2))
+            if record(node, seq) == line + b"\n":
+                recs.append((node, seq))
+                continue
+        bad.append(line[:120])
+    return recs, bad
+
+
+def parse_fixed(data):
+    """The same for fixed-size pwrite records."""
+    recs, bad = [], []
+    for off in range(0, len(data), RECSIZE):
+        chunk = data[off:off + RECSIZE]
+        m = re.match(rb"^F (\S+) (\d+) ", chunk)
+        if m:
+            node, seq = m.group(1).decode(), int(m.group(2))
+            if fixed_record(node, seq) == chunk:
+                recs.append((node, seq))
+                continue
+        bad.append((off, chunk[:80]))
+    return recs, bad
+
+
+def check_once(recs, expected):
+    """Every expected (node, seq) present exactly once and nothing else.
+    Returns a list of problems."""
+    problems = []
+    seen = {}
+    for r in recs:
+        seen[r] = seen.get(r, 0) + 1
+    dups = [r for r, c in seen.items() if c > 1]
+    missing = sorted(set(expected) - set(seen))
+    extra = sorted(set(seen) - set(expected))
+    if dups:
+        problems.append(f"{len(dups)} records more than once, e.g. "
+                        f"{dups[:5]}")
+    if missing:
+        problems.append(f"{len(missing)} records missing, e.g. "
+                        f"{missing[:5]}")
+    if extra:
+        problems.append(f"{len(extra)} unexpected records, e.g. "
+                        f"{extra[:5]}")
+    return problems
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()

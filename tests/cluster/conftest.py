@@ -1,0 +1,67 @@
+"""Fixtures of the cluster tests: clusters of wsfs nodes in network
+namespaces around one wslockd (scripts/cluster), always taken down again,
+also when the test fails."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import clusterlib  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def cluster_env():
+    """Skip, with the reason, where a cluster cannot run."""
+    reason = clusterlib.environment_problem()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def cluster_factory(cluster_env):
+    """c = cluster_factory(nodes=3, lock_timeout=10, lease_ms=4000): a
+    cluster that is up. All are taken down after the test; the test fails
+    if one cannot be taken down or a daemon logged a sanitizer report."""
+    made = []
+
+    def make(locking=True, **kw):
+        c = clusterlib.Cluster(**kw)
+        made.append(c)
+        c.up()
+        if locking:
+            require_locking(c)
+        return c
+
+    yield make
+    problems = []
+    for c in made:
+        try:
+            # Shown by pytest only for a failed test.
+            print(f"=== cluster {c.name} logs\n{c.logs()}")
+            err = c.down()
+            if err:
+                problems.append(err)
+            bad = c.sanitizer_reports()
+            if bad:
+                problems.append(f"sanitizer reports in {bad}:\n{c.logs()}")
+        finally:
+            c.cleanup()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+def require_locking(c):
+    """The wsfs side of cluster locking is needed: skip while wsfs has no
+    wslockd client; once it has, every node must hold a session."""
+    if not clusterlib.wsfs_has_lockd_client():
+        pytest.skip("wsfs does not link the wslockd client yet "
+                    "(the wsfs side of cluster locking has not landed)")
+    c.wait_sessions()
+
+
+@pytest.fixture
+def cluster(cluster_factory):
+    """Three nodes with cluster locking, lock_timeout 10 s, lease 4 s."""
+    return cluster_factory()
