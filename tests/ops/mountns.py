@@ -89,6 +89,47 @@ def main():
     if out["mounted"] is None:
         print(json.dumps(out))
         return
+    pid = find_daemon(mnt)
+    out["daemon"] = pid
+    reaped = False
+    try:
+        work(out, mnt, write, probe)
+        if pid is None:
+            return
+        with open(f"/proc/{pid}/status") as f:
+            out["daemon_ppid"] = int(next(line.split()[1] for line in f
+                                          if line.startswith("PPid:")))
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r, status = os.waitpid(pid, os.WNOHANG)
+            if r == pid:
+                reaped = True
+                out["exit"] = (os.WEXITSTATUS(status)
+                               if os.WIFEXITED(status) else
+                               f"signal {os.WTERMSIG(status)}")
+                break
+            time.sleep(0.05)
+        else:
+            out["exit"] = "timeout"
+        out["mounted_after"] = mounted(mnt)
+    except Exception as e:
+        out["error"] = repr(e)
+    finally:
+        # Whatever went wrong, leave no daemon and no mount behind.
+        if pid is not None and not reaped:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        if mounted(mnt) is not None:
+            subprocess.run(["umount", "-l", mnt])
+        print(json.dumps(out))
+
+
+def work(out, mnt, write, probe):
+    """What the test asked to do through the mount before the SIGTERM."""
     out["listing"] = sorted(os.listdir(mnt))
     if write is not None:
         try:
@@ -101,37 +142,6 @@ def main():
         p = subprocess.run(probe, shell=True, capture_output=True,
                            text=True, timeout=60)
         out["probe"] = p.stdout
-    pid = find_daemon(mnt)
-    out["daemon"] = pid
-    if pid is None:
-        subprocess.run(["umount", mnt])
-        print(json.dumps(out))
-        return
-    with open(f"/proc/{pid}/status") as f:
-        out["daemon_ppid"] = int(next(line.split()[1] for line in f
-                                      if line.startswith("PPid:")))
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    status = None
-    while time.monotonic() < deadline:
-        r, st = os.waitpid(pid, os.WNOHANG)
-        if r == pid:
-            status = st
-            break
-        time.sleep(0.05)
-    if status is None:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        out["exit"] = "timeout"
-    elif os.WIFEXITED(status):
-        out["exit"] = os.WEXITSTATUS(status)
-    else:
-        out["exit"] = f"signal {os.WTERMSIG(status)}"
-    out["mounted_after"] = mounted(mnt)
-    if out["mounted_after"] is not None:
-        subprocess.run(["umount", "-l", mnt])
-    print(json.dumps(out))
-
 
 if __name__ == "__main__":
     main()

@@ -67,6 +67,7 @@ def check_clean_run(out, src, mnt):
     """Mounted with the fixed safety options, listed the workspaces, and
     stopped cleanly on SIGTERM."""
     assert out["mount_status"] == 0, out["mount_stderr"]
+    assert "error" not in out, out
     fields = out["mounted"]
     assert fields is not None, out
     assert fields[0] == src and fields[2] == "fuse.wsfs"
