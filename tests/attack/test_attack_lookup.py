@@ -3,12 +3,10 @@ workspace without any race: "..", file handles, magic links planted on the
 backing store, other filesystems mounted under SOURCE, and a directory
 that leaves SOURCE while wsfs holds it.
 """
-import errno
 import os
 import random
 import stat
 import subprocess
-import time
 
 import pytest
 
@@ -252,7 +250,7 @@ def test_class5_mounts_under_source(layout, amount_factory):
     add_tmpfs("tm")
     mount_fs(L, ["--bind", os.path.join(L.base, L.CDIR)],
              os.path.join(ws, "bm"))
-    m = amount_factory()
+    amount_factory()
     # Looked up through wsfs first, mounted afterwards.
     for n in ("tm2", "bm2", "deep/x/bm3"):
         os.listdir(L.ws_mnt(n))
@@ -340,7 +338,7 @@ def test_class9_dir_moved_out(layout, amount, dest):
     mount, via "..", via a symlink inside the moved directory, or via
     names looked up in it.
     """
-    L, m = layout, amount
+    L = layout
     st9 = STATS[9]
     mvname = f"mv-{L.m}"
     if dest == "outside":

@@ -10,8 +10,6 @@ import stat
 import subprocess
 import time
 
-import pytest
-
 import attacklib as A
 import wsfstest
 from attacklib import STATS
