@@ -224,37 +224,39 @@ walk_mount(struct walk *w, int dirfd, const char *name)
 static void
 walk_unlinked(struct walk *w, const char *name, int res)
 {
-	struct level	*l = &w->lv[w->depth - 1];
+	/* No level yet when the tree's root itself is not a directory. */
+	struct level	*l = w->depth > 0 ? &w->lv[w->depth - 1] : NULL;
+	int		 dfd = l != NULL ? dirfd(l->dir) : w->top;
 	struct stat	 sb;
 
 	switch (res) {
 	case 0:
 		w->st->files++;
-		break;
+		return;
 	case -ENOENT:
-		break;
+		return;
 	case -EISDIR:
 		/* It became a directory since readdir: read this one again. */
-		l->again = 1;
+		if (l != NULL) {
+			l->again = 1;
+			return;
+		}
 		break;
 	case -EPERM:
 		/* POSIX allows EPERM for a directory; else it is immutable. */
-		if (fstatat(dirfd(l->dir), name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISDIR(sb.st_mode)) {
+		if (l != NULL && fstatat(dfd, name, &sb,
+		    AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode)) {
 			l->again = 1;
-			break;
+			return;
 		}
-		l->left = 1;
-		walk_error(w, name, "cannot remove", res);
 		break;
 	case -EBUSY:
-		walk_mount(w, dirfd(l->dir), name);
-		break;
-	default:
-		l->left = 1;
-		walk_error(w, name, "cannot remove", res);
-		break;
+		walk_mount(w, dfd, name);
+		return;
 	}
+	if (l != NULL)
+		l->left = 1;
+	walk_error(w, name, "cannot remove", res);
 }
 
 /* Unlink every queued name of the top level and collect the results. */

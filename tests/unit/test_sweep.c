@@ -405,9 +405,9 @@ test_trash_leftover(void **state)
 {
 	struct sweep_stats	st;
 	struct tbase		t;
-	char			trash[320];
+	char			trash[320], canary[128];
 	uint64_t		finished = 0;
-	int			i, ws;
+	int			i, ws, tfd;
 
 	tbase_init(&t);
 	assert_int_equal(mkdirat(t.fd, "ws", 0700), 0);
@@ -422,10 +422,19 @@ test_trash_leftover(void **state)
 	assert_int_equal(sweep_trash_move(t.fd, "ws", trash, sizeof trash), 0);
 	assert_int_equal(faccessat(t.fd, "ws", F_OK, 0), -1);
 	assert_int_equal(strncmp(trash, "ws.", 3), 0);
+	/* Trash entries that are not directories are unlinked, not followed. */
+	tfd = openat(t.fd, SWEEP_TRASH_DIR, O_RDONLY | O_DIRECTORY);
+	assert_true(tfd >= 0);
+	snprintf(canary, sizeof canary, "%s/canary", t.dir);
+	touch_at(t.dirfd, "canary/keep");
+	assert_int_equal(symlinkat(canary, tfd, "link.0000000000000001"), 0);
+	assert_int_equal(mkfifoat(tfd, "fifo.0000000000000002", 0600), 0);
+	close(tfd);
 	memset(&st, 0, sizeof st);
 	assert_int_equal(sweep_empty_trash(t.fd, &st, &finished), 0);
-	assert_int_equal(finished, 1);
-	assert_int_equal(st.files, 1000);
+	assert_int_equal(finished, 3);
+	assert_int_equal(st.files, 1002);
+	assert_int_equal(faccessat(t.dirfd, "canary/keep", F_OK, 0), 0);
 	tbase_done(&t);
 }
 
