@@ -576,7 +576,7 @@ scratch_create(struct scratch_base *sb, enum scratch_lifetime lt, uid_t uid,
 {
 	struct scratch_meta	m;
 	uuid_t			u;
-	int			fd = -1, r;
+	int			fd = -1, lfd = -1, r;
 
 	if (!scratch_label_valid(label) || uid == (uid_t)-1)
 		return -EINVAL;
@@ -589,10 +589,13 @@ scratch_create(struct scratch_base *sb, enum scratch_lifetime lt, uid_t uid,
 	m.created = time(NULL);
 	/*
 	 * Metadata first: a crash now leaves metadata without a directory,
-	 * which the sweeper drops, never a directory nobody knows about.
+	 * which the sweeper drops, never a directory nobody knows about. The
+	 * lock, held until the directory exists, keeps a sweeper from taking
+	 * this half-made workspace for such a leftover.
 	 */
-	if ((r = scratch_write(sb, &m)) < 0 ||
-	    (r = meta_file_create(sb, m.id, "lock")) < 0 ||
+	if ((r = meta_file_create(sb, m.id, "lock")) < 0 ||
+	    (r = scratch_lock(sb, m.id, LOCK_EX, &lfd)) < 0 ||
+	    (r = scratch_write(sb, &m)) < 0 ||
 	    (r = meta_file_create(sb, m.id, "used")) < 0)
 		goto fail;
 	if (mkdirat(sb->base_fd, m.id, 0700) < 0) {
@@ -610,6 +613,7 @@ scratch_create(struct scratch_base *sb, enum scratch_lifetime lt, uid_t uid,
 	close(fd);
 	if (fsync(sb->base_fd) < 0)
 		log_warn("fsync %s: %s", sb->path, strerror(errno));
+	close(lfd);
 	memcpy(id, m.id, SCRATCH_ID_LEN + 1);
 	return 0;
 fail_dir:
@@ -618,6 +622,8 @@ fail_dir:
 	(void)unlinkat(sb->base_fd, m.id, AT_REMOVEDIR);
 fail:
 	drop_metadata(sb, m.id);
+	if (lfd >= 0)
+		close(lfd);
 	return r;
 }
 

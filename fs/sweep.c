@@ -1050,13 +1050,25 @@ static void
 sweep_orphans(struct scratch_base *sb, const struct sweep_params *p)
 {
 	char	**names = NULL, id[SCRATCH_ID_LEN + 1], trash[320];
+	struct stat	  st;
 	size_t	  i, len;
+	time_t	  now;
 	int	  lfd, r;
 
 	if (list_names(scratch_meta_fd(sb), &names) < 0)
 		return;
+	now = time(NULL);
 	for (i = 0; names[i] != NULL; i++) {
 		len = strlen(names[i]);
+		/* Temp files of a metadata write that crashed: an hour on. */
+		if (len > SCRATCH_ID_LEN + 5 &&
+		    strncmp(names[i] + SCRATCH_ID_LEN, ".tmp.", 5) == 0) {
+			if (!p->dry_run && fstatat(scratch_meta_fd(sb),
+			    names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISREG(st.st_mode) && st.st_mtime < now - 3600)
+				(void)unlinkat(scratch_meta_fd(sb), names[i], 0);
+			continue;
+		}
 		if (len != SCRATCH_ID_LEN + 5 ||
 		    strcmp(names[i] + SCRATCH_ID_LEN, ".meta") != 0)
 			continue;
