@@ -156,6 +156,7 @@ inode_free_locked(struct inode *in)
 	}
 	itab.ninodes--;
 	free(in->fh);
+	free(in->name);
 	free(in);
 	if (parent != NULL)
 		inode_unref_locked(parent);
@@ -547,5 +548,13 @@ inode_lookup(struct inode *parent, const char *name,
 	}
 	if (fd < 0)
 		return fd;
-	return inode_adopt(parent, fd, e);
+	if ((r = inode_adopt(parent, fd, e)) < 0 || parent != &itab.root)
+		return r;
+	/* A workspace root knows its name: scratch ids are these names. */
+	self = (struct inode *)(uintptr_t)e->ino;
+	pthread_mutex_lock(&itab.lock);
+	if (self->name == NULL)
+		self->name = strdup(name);
+	pthread_mutex_unlock(&itab.lock);
+	return 0;
 }

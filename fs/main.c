@@ -267,6 +267,8 @@ main(int argc, char **argv)
 	    (debug && fuse_opt_add_arg(&args, "-d") == -1))
 		fatalx("out of memory");
 
+	if (scratchd_init() < 0)
+		return 1;
 	if ((r = cluster_init()) < 0) {
 		fprintf(stderr, "wsfs: lock service: %s\n", strerror(-r));
 		return 1;
@@ -301,6 +303,7 @@ main(int argc, char **argv)
 	priv_drop();
 	uring_init(wsfs.conf.uring != WS_URING_OFF);
 	cluster_start();
+	scratchd_start();
 	log_info("serving %s on %s (kind=%s)", wsfs.source, wsfs.mountpoint,
 	    conf_kind_name(wsfs.conf.kind));
 
@@ -312,6 +315,7 @@ main(int argc, char **argv)
 	r = fuse_session_loop_mt(wsfs.se, lcfg);
 	fuse_loop_cfg_destroy(lcfg);
 
+	scratchd_stop();
 	cluster_shutdown();
 	uring_shutdown();
 	priv_unmount_begin();

@@ -24,12 +24,17 @@ struct wsdir {
 	DIR		*dp;
 	off_t		 offset;
 	struct dirent	*entry;
+	const char	*held;		/* scratch workspace held open */
 };
 
+/* Every operation starts here: it is also the workspace's last use. */
 static struct inode *
 ws_inode(fuse_ino_t ino)
 {
-	return inode_from_ino(ino);
+	struct inode	*in = inode_from_ino(ino);
+
+	scratchd_note(in);
+	return in;
 }
 
 static struct wsfile *
@@ -629,6 +634,7 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 		fi->keep_cache = 0;
 	}
 	inode_opened(in, 1);
+	f->held = scratchd_hold(in);
 	return f;
 }
 
@@ -771,6 +777,7 @@ ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		plock_release_owner(f->inode, fi->lock_owner, 1);
 	close(f->fd);
 	inode_opened(f->inode, -1);
+	scratchd_release(f->held);
 	free(f);
 	fuse_reply_err(req, 0);
 }
@@ -810,6 +817,7 @@ ws_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->fh = (uintptr_t)d;
 	inode_opened(in, 1);
+	d->held = scratchd_hold(in);
 	fuse_reply_open(req, fi);
 }
 
@@ -936,6 +944,7 @@ ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct wsdir	*d = ws_dir(fi);
 
 	closedir(d->dp);
+	scratchd_release(d->held);
 	free(d);
 	inode_opened(ws_inode(ino), -1);
 	fuse_reply_err(req, 0);

@@ -53,12 +53,15 @@ struct inode {
 	TAILQ_ENTRY(inode)	 lru;		/* fds that may be evicted */
 	int			 in_lru;
 	int			 detached;	/* not in the table's tree */
+	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
+	char			*name;
 };
 
 /* An open file: what fi->fh points to. */
 struct wsfile {
 	int		 fd;
 	struct inode	*inode;
+	const char	*held;		/* scratch workspace held open */
 	int		 sgid_noexec;	/* opened setgid without group exec */
 };
 
@@ -154,6 +157,14 @@ void		 inode_stats(unsigned long *inodes, unsigned long *fds);
 /* priv.c */
 void		 priv_drop(void);
 void		 priv_unmount_begin(void);
+
+/* scratchd.c */
+int		 scratchd_init(void);
+void		 scratchd_start(void);
+void		 scratchd_stop(void);
+void		 scratchd_note(struct inode *in);
+const char	*scratchd_hold(struct inode *in);
+void		 scratchd_release(const char *id);
 
 /* symlink.c */
 /*
