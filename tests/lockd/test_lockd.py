@@ -448,3 +448,47 @@ def test_per_session_limits(env):
     assert b.lock_wait("b2", "k1", flags="w", timeout=5)[1] == -122
     a.unlock("k0")
     assert b.result("b1")[1] == 0
+
+
+def test_wsctl_lock_stops_command_when_lock_lost(env, tmp_path):
+    """A wsctl lock frozen past its lease no longer protects its command:
+    when it wakes it says so, stops the command and exits 1."""
+    srv = env.server(lease_ms=1000)
+    marker = tmp_path / "started"
+    p = subprocess.Popen([WSCTL, "lock", "--lockd", srv.unix, "job", "--",
+                          "sh", "-c", f"touch {marker}; exec sleep 30"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert poll_until(marker.exists, 10)
+        os.kill(p.pid, signal.SIGSTOP)
+        b = env.client(srv)
+        assert b.lock_wait("b1", "job", timeout=5)[1] == 0
+        os.kill(p.pid, signal.SIGCONT)
+        _, err = p.communicate(timeout=10)
+        assert p.returncode == 1
+        assert "lock was lost" in err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_state_directory(env, tmp_path):
+    srv = env.server()
+    epoch = os.path.join(srv.state, "epoch")
+    assert open(epoch).read() == "1\n"
+    a = env.client(srv)
+    _, _, t1 = a.lock_wait("a1", "k")
+    assert t1 >> 32 == 1
+    assert srv.stop() == 0
+    srv.start()
+    assert open(epoch).read() == "2\n"
+    assert oct(os.stat(srv.state).st_mode & 0o777) == "0o700"
+    srv.stop()
+    # A damaged state file stops the start with a clear reason.
+    with open(epoch, "w") as f:
+        f.write("garbage\n")
+    r = subprocess.run([WSLOCKD, "-f", "--listen", "unix:" + str(tmp_path /
+                        "x.sock"), "--state-dir", srv.state],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1 and "state directory" in r.stderr
