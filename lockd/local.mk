@@ -2,7 +2,9 @@
 LOCKD_COMMON = lockd/proto.h lockd/lockd.h lockd/codec.c lockd/table.c \
 	lockd/addr.c
 
-EXTRA_DIST += lockd/PROTOCOL.md
+EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
+	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
+	tests/lockd/test_history.py tests/lockd/test_threads.py
 
 if HAVE_CMOCKA
 UNIT_TESTS += tests/unit/test_table tests/unit/test_proto
