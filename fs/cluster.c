@@ -61,6 +61,14 @@ cluster_enabled(void)
 	return cl.enabled;
 }
 
+/* The lock service is unreachable or the lease is overdue. */
+int
+cluster_degraded(void)
+{
+	return cl.enabled &&
+	    __atomic_load_n(&cl.state, __ATOMIC_ACQUIRE) != WSLOCK_UP;
+}
+
 struct wslock *
 cluster_handle(void)
 {
@@ -169,7 +177,7 @@ cluster_state(struct wslock *wl, int state, void *arg)
 	if (state != cl.state && state >= 0 && state <= 2)
 		log_notice("node %s: lock service %s (%s)", wsfs.conf.node,
 		    names[state], wsfs.conf.lockd);
-	cl.state = state;
+	__atomic_store_n(&cl.state, state, __ATOMIC_RELEASE);
 	glock_state_changed();
 }
 

@@ -374,10 +374,17 @@ glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 	struct timespec		 ts;
 	struct glock		*g;
 	uint64_t		 now, deadline;
-	int			 ret = 0;
+	char			 key[sizeof g->key];
+	int			 ret = 0, unlocked = 0;
 
 	*out = NULL;
 	if (!cluster_enabled())
+		return 0;
+	/*
+	 * Reads keep working while the lock service is away: a shared lock
+	 * only keeps caches fresh, it protects no data. Changes wait.
+	 */
+	if (mode == WSLOCK_SHARED && cluster_degraded())
 		return 0;
 	now = cluster_now_ms();
 	deadline = now + (uint64_t)(wsfs.conf.lock_timeout * 1000);
@@ -396,6 +403,10 @@ glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 	g->waiters++;
 	for (;;) {
 		now = cluster_now_ms();
+		if (mode == WSLOCK_SHARED && cluster_degraded()) {
+			unlocked = 1;	/* read unlocked, as above */
+			break;
+		}
 		if (glock_valid_locked(g, mode) && (!g->revoke ||
 		    now < g->acquired_ms + GLOCK_MIN_HOLD_MS || g->users > 0)) {
 			g->users++;
@@ -430,12 +441,15 @@ glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 		pthread_cond_timedwait(&gl.cond, &gl.lock, &ts);
 	}
 	g->waiters--;
+	/* g may be freed once unlocked unless we are among its users. */
+	memcpy(key, g->key, sizeof key);
 	pthread_mutex_unlock(&gl.lock);
 	if (ret < 0) {
-		glock_log_timeout(in, g->key);
+		glock_log_timeout(in, key);
 		return -EIO;
 	}
-	*out = g;
+	if (!unlocked)
+		*out = g;
 	return 0;
 }
 

@@ -93,6 +93,7 @@ int		 cluster_init(void);
 void		 cluster_start(void);
 void		 cluster_shutdown(void);
 int		 cluster_enabled(void);
+int		 cluster_degraded(void);
 struct wslock	*cluster_handle(void);
 uint64_t	 cluster_now_ms(void);
 size_t		 cluster_key(char kind, ino_t ino, char *buf, size_t len);
