@@ -398,8 +398,9 @@ walk_push(struct walk *w, int fd, const struct statx *stx, const char *name)
 		free(dup);
 		goto nomem;
 	}
-	if (w->depth >= WALK_FDS) {
-		l = &w->lv[w->depth - WALK_FDS];
+	/* Levels below a reopened one are closed already. */
+	if (w->depth >= WALK_FDS && (l = &w->lv[w->depth - WALK_FDS])->dir !=
+	    NULL) {
 		closedir(l->dir);
 		l->dir = NULL;
 	}

@@ -399,6 +399,50 @@ test_remove_deep(void **state)
 	tbase_done(&t);
 }
 
+/*
+ * A deep chain with a deep side branch at every level: the walk climbs
+ * back to directories whose streams it closed and descends again from
+ * there, many times.
+ */
+static void
+test_remove_deep_branches(void **state)
+{
+	struct sweep_stats	st;
+	struct tbase		t;
+	int			fd, next, side, snext, i, j;
+	const int		depth = 120, branch = 70;
+
+	tbase_init(&t);
+	assert_int_equal(mkdirat(t.fd, "comb", 0700), 0);
+	fd = openat(t.fd, "comb", O_RDONLY | O_DIRECTORY);
+	for (i = 0; i < depth; i++) {
+		/* "a" sorts anywhere: readdir order is the filesystem's. */
+		assert_int_equal(mkdirat(fd, "a", 0700), 0);
+		assert_int_equal(mkdirat(fd, "b", 0700), 0);
+		touch_at(fd, "f");
+		side = openat(fd, "b", O_RDONLY | O_DIRECTORY);
+		for (j = 0; j < (i % 3 == 0 ? branch : 2); j++) {
+			assert_int_equal(mkdirat(side, "s", 0700), 0);
+			snext = openat(side, "s", O_RDONLY | O_DIRECTORY);
+			close(side);
+			side = snext;
+		}
+		close(side);
+		next = openat(fd, "a", O_RDONLY | O_DIRECTORY);
+		close(fd);
+		fd = next;
+	}
+	close(fd);
+	memset(&st, 0, sizeof st);
+	assert_int_equal(sweep_remove_tree(t.fd, "comb", &st), 0);
+	assert_int_equal(st.files, depth);
+	/* root, the "a" chain, and each "b" with its "s" chain */
+	assert_int_equal(st.dirs, 1 + depth + depth + (depth / 3) * branch +
+	    (depth - depth / 3) * 2);
+	assert_int_equal(faccessat(t.fd, "comb", F_OK, 0), -1);
+	tbase_done(&t);
+}
+
 /* A crash after the move: sweep_empty_trash finishes the entry. */
 static void
 test_trash_leftover(void **state)
@@ -620,6 +664,7 @@ main(void)
 		cmocka_unit_test(test_remove_mixed),
 		cmocka_unit_test(test_remove_bad_names),
 		cmocka_unit_test(test_remove_deep),
+		cmocka_unit_test(test_remove_deep_branches),
 		cmocka_unit_test(test_trash_leftover),
 		cmocka_unit_test(test_tree_size),
 		cmocka_unit_test(test_note_use_and_hold),
