@@ -48,6 +48,9 @@ dist_wsfsexamples_DATA = scripts/systemd/workspaces.mount \
 	scripts/systemd/scratch.mount
 EXTRA_DIST += scripts/systemd/wslockd.service.in \
 	scripts/systemd/wsfs-sweep.service.in scripts/systemd/wsfs.tmpfiles
+# The ops tests (workspaces, units, man pages, mount(8)) ship too.
+EXTRA_DIST += tests/ops/test_workspace.py tests/ops/test_units.py \
+	tests/ops/test_mount.py tests/ops/mountns.py
 CLEANFILES += $(systemdsystemunit_DATA)
 
 scripts/systemd/wslockd.service: $(srcdir)/scripts/systemd/wslockd.service.in Makefile
