@@ -18,8 +18,11 @@ HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "mountns.py")
 
 
-@pytest.fixture
-def tree(tmp_path):
+@pytest.fixture(params=["shared"])
+def tree(tmp_path, request):
+    """SOURCE and MOUNTPOINT for a mount of kind request.param: a shared
+    SOURCE with two admin workspaces, or a scratch base with two scratch
+    workspaces. Returns (source, mountpoint, expected listing, kind)."""
     for prog in (WSFS, WSCTL):
         if not os.path.exists(prog):
             pytest.skip(f"{prog} is not built")
@@ -33,11 +36,19 @@ def tree(tmp_path):
     mnt = tmp_path / "mnt"
     src.mkdir()
     mnt.mkdir()
+    if request.param == "scratch":
+        ids = []
+        for lifetime in ("task", "conversation"):
+            p = subprocess.run([WSCTL, "scratch", "create", "--base",
+                                str(src), "--lifetime", lifetime],
+                               check=True, capture_output=True, text=True)
+            ids.append(p.stdout.split()[0])
+        return str(src), str(mnt), sorted(ids), "scratch"
     subprocess.run([WSCTL, "workspace", "create", f"{src}/team",
                     "--owner", "nobody"], check=True, capture_output=True)
     subprocess.run([WSCTL, "workspace", "create", f"{src}/pub"], check=True,
                    capture_output=True)
-    return str(src), str(mnt)
+    return str(src), str(mnt), ["pub", "team"], "shared"
 
 
 def helper(mnt, *args):
@@ -63,7 +74,7 @@ def run(mnt, *margs):
     return helper(mnt, "--", *margs)
 
 
-def check_clean_run(out, src, mnt):
+def check_clean_run(out, src, mnt, listing):
     """Mounted with the fixed safety options, listed the workspaces, and
     stopped cleanly on SIGTERM."""
     assert out["mount_status"] == 0, out["mount_stderr"]
@@ -75,22 +86,22 @@ def check_clean_run(out, src, mnt):
     assert "nosuid" in opts and "nodev" in opts, opts
     assert "allow_other" in opts and "default_permissions" in opts, opts
     # The workspaces, never the metadata directory.
-    assert out["listing"] == ["pub", "team"]
+    assert out["listing"] == listing
     assert out["daemon"] is not None, "no wsfs process serves the mount"
     assert out["mounted_after"] is None, "SIGTERM left the mount in place"
     assert out["sanitizer"] == "", out["sanitizer"]
     assert out["exit"] == 0, f"wsfs exited with {out['exit']} on SIGTERM"
 
 
-@pytest.mark.parametrize("kind", ["shared", "scratch"])
-def test_mount_t_fuse_wsfs(tree, kind):
-    src, mnt = tree
+@pytest.mark.parametrize("tree", ["shared", "scratch"], indirect=True)
+def test_mount_t_fuse_wsfs(tree):
+    src, mnt, listing, kind = tree
     out = run(mnt, "-t", "fuse.wsfs", "-o", f"kind={kind}", src, mnt)
-    check_clean_run(out, src, mnt)
+    check_clean_run(out, src, mnt, listing)
 
 
 def test_fstab_line(tree, tmp_path):
-    src, mnt = tree
+    src, mnt, listing, kind = tree
     fstab = tmp_path / "fstab"
     # Options that mount(8), systemd and the admin add must not upset wsfs.
     fstab.write_text(
@@ -98,12 +109,12 @@ def test_fstab_line(tree, tmp_path):
         f"{src}  {mnt}  fuse.wsfs  kind=shared,_netdev,nofail,noatime,"
         f"x-systemd.requires-mounts-for={src},attr_timeout=2  0 0\n")
     out = run(mnt, "-T", str(fstab), mnt)
-    check_clean_run(out, src, mnt)
+    check_clean_run(out, src, mnt, listing)
     assert "noatime" in out["mounted"][3].split(",")
 
 
 def test_bad_option_refused(tree):
-    src, mnt = tree
+    src, mnt, listing, kind = tree
     out = run(mnt, "-t", "fuse.wsfs", "-o", "kind=shared,no_such_option=1",
               src, mnt)
     assert out["mount_status"] != 0
@@ -114,13 +125,13 @@ def test_bad_option_refused(tree):
 def test_sigterm_releases_cluster_locks(tree, lockd):
     """A kind=shared mount on a real wslockd: a write takes locks, SIGTERM
     ends the node's session cleanly (not by lease expiry) and exits 0."""
-    src, mnt = tree
+    src, mnt, listing, kind = tree
     sock, logpath = lockd
     probe = f"{WSCTL} locks --json --lockd unix:{sock}"
     out = helper(mnt, "--write", "pub/file", "--probe", probe, "--", "-t",
                  "fuse.wsfs", "-o", f"kind=shared,lockd=unix:{sock}", src,
                  mnt)
-    check_clean_run(out, src, mnt)
+    check_clean_run(out, src, mnt, listing)
     assert out["write"] == "ok", out
     with open(os.path.join(src, "pub", "file")) as f:
         assert f.read() == "written through the mount\n"
@@ -168,11 +179,13 @@ def lockd(tmp_path):
         log.close()
 
 
-@pytest.mark.parametrize("unit", ["workspaces.mount", "scratch.mount"])
+@pytest.mark.parametrize("tree,unit", [("shared", "workspaces.mount"),
+                                       ("scratch", "scratch.mount")],
+                         indirect=["tree"])
 def test_example_mount_units_options_work(tree, tmp_path, lockd, unit):
     """The example units' Type= and Options=, as an fstab line over a test
     SOURCE (the lock server replaced by a local one): they mount."""
-    src, mnt = tree
+    src, mnt, listing, kind = tree
     sock, _ = lockd
     srcdir = os.environ.get("WSFS_SRCDIR", BUILDDIR)
     text = open(os.path.join(srcdir, "scripts", "systemd", unit)).read()
@@ -188,4 +201,4 @@ def test_example_mount_units_options_work(tree, tmp_path, lockd, unit):
     fstab = tmp_path / "fstab"
     fstab.write_text(f"{src} {mnt} {fields['Type']} {opts} 0 0\n")
     out = run(mnt, "-T", str(fstab), mnt)
-    check_clean_run(out, src, mnt)
+    check_clean_run(out, src, mnt, listing)
