@@ -61,6 +61,23 @@ cluster_enabled(void)
 	return cl.enabled;
 }
 
+const char *
+cluster_state_name(void)
+{
+	static const char *names[] = { "down", "up", "in jeopardy" };
+	int	st = __atomic_load_n(&cl.state, __ATOMIC_ACQUIRE);
+
+	if (!cl.enabled)
+		return "embedded";
+	return st >= 0 && st <= 2 ? names[st] : "?";
+}
+
+long long
+cluster_lease_left_ms(void)
+{
+	return cl.enabled ? (long long)wslock_lease_left(cl.wl) : 0;
+}
+
 /* The lock service is unreachable or the lease is overdue. */
 int
 cluster_degraded(void)
@@ -172,12 +189,12 @@ cluster_lost(struct wslock *wl, const struct wslock_range *r, int mode,
 static void
 cluster_state(struct wslock *wl, int state, void *arg)
 {
-	static const char *names[] = { "down", "up", "in jeopardy" };
+	int	changed = state != cl.state;
 
-	if (state != cl.state && state >= 0 && state <= 2)
-		log_notice("node %s: lock service %s (%s)", wsfs.conf.node,
-		    names[state], wsfs.conf.lockd);
 	__atomic_store_n(&cl.state, state, __ATOMIC_RELEASE);
+	if (changed)
+		log_notice("node %s: lock service %s (%s)", wsfs.conf.node,
+		    cluster_state_name(), wsfs.conf.lockd);
 	glock_state_changed();
 }
 

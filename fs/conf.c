@@ -83,6 +83,17 @@ conf_free(struct wsfs_conf *c)
 	}
 }
 
+void
+conf_control_path(const char *mnt, char *buf, size_t len)
+{
+	unsigned long long	h = 1469598103934665603ULL;	/* FNV-1a */
+	const char		*p;
+
+	for (p = mnt; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	snprintf(buf, len, "%s/ctl-%016llx.sock", CONF_RUN_DIR, h);
+}
+
 const char *
 conf_kind_name(enum ws_kind k)
 {

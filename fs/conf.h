@@ -59,5 +59,11 @@ int	conf_load(struct wsfs_conf *c, const char *path, int optional,
 /* Parse a decimal number of the form [0-9]+(.[0-9]+)?, within [min, max]. */
 int	conf_parse_double(const char *s, double min, double max, double *out);
 const char *conf_kind_name(enum ws_kind k);
+/*
+ * The default control socket of the wsfs mounted at the absolute,
+ * resolved path mnt: /run/wsfs/ctl-HASH.sock. wsfs and wsctl agree on it.
+ */
+#define CONF_RUN_DIR	"/run/wsfs"
+void	conf_control_path(const char *mnt, char *buf, size_t len);
 
 #endif

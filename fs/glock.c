@@ -240,6 +240,7 @@ glock_do_release(void *arg)
 	pthread_mutex_lock(&gl.lock);
 	glock_range(g, &r);
 	(void)wslock_unlock(cluster_handle(), &r);
+	stats_count(SC_RELEASES, 1);
 	g->held = 0;
 	g->dirty = 0;
 	g->revoke = 0;
@@ -285,6 +286,7 @@ glock_revoke(const void *key, size_t keylen)
 	struct glock	*g;
 
 	pthread_mutex_lock(&gl.lock);
+	stats_count(SC_REVOKES, 1);
 	if ((g = glock_by_key_locked(key, keylen)) != NULL) {
 		g->revoke = 1;
 		glock_maybe_release_locked(g, cluster_now_ms());
@@ -401,6 +403,8 @@ glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 			    in->fh->handle_bytes);
 	}
 	g->waiters++;
+	if (!glock_valid_locked(g, mode))
+		stats_count(SC_LOCK_WAITS, 1);
 	for (;;) {
 		now = cluster_now_ms();
 		if (mode == WSLOCK_SHARED && cluster_degraded()) {
@@ -445,6 +449,7 @@ glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 	memcpy(key, g->key, sizeof key);
 	pthread_mutex_unlock(&gl.lock);
 	if (ret < 0) {
+		stats_count(SC_LOCK_TIMEOUTS, 1);
 		glock_log_timeout(in, key);
 		return -EIO;
 	}

@@ -542,6 +542,7 @@ inode_lookup(struct inode *parent, const char *name,
 	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
 	inode_fd_put(parent);
 	if (fd == -EXDEV) {
+		stats_count(SC_CONFINE_REFUSED, 1);
 		log_limited(LOG_NOTICE, "xdev", "refused to cross into a mount "
 		    "point at '%s' below %s", name, wsfs.source);
 		return -EACCES;

@@ -247,6 +247,9 @@ main(int argc, char **argv)
 		return 1;
 	}
 	check_source(wsfs.source_fd);
+	/* Messages and status name SOURCE by its full path. */
+	if ((wsfs.source = realpath(argv[optind], NULL)) == NULL)
+		wsfs.source = argv[optind];
 	/* open_by_handle_at wants a real fd, not an O_PATH one. */
 	if ((wsfs.source_fd_rd = openat(wsfs.source_fd, ".", O_RDONLY |
 	    O_DIRECTORY | O_CLOEXEC)) == -1)
@@ -269,6 +272,8 @@ main(int argc, char **argv)
 
 	if (scratchd_init() < 0)
 		return 1;
+	if (control_init() < 0)
+		return 2;
 	if ((r = cluster_init()) < 0) {
 		fprintf(stderr, "wsfs: lock service: %s\n", strerror(-r));
 		return 1;
@@ -288,6 +293,7 @@ main(int argc, char **argv)
 	if (fuse_session_mount(wsfs.se, wsfs.mountpoint) == -1) {
 		fprintf(stderr, "wsfs: could not mount %s on %s\n",
 		    wsfs.source, wsfs.mountpoint);
+		control_stop();
 		return 1;
 	}
 	if (!foreground) {
@@ -304,6 +310,7 @@ main(int argc, char **argv)
 	uring_init(wsfs.conf.uring != WS_URING_OFF);
 	cluster_start();
 	scratchd_start();
+	control_start();
 	log_info("serving %s on %s (kind=%s)", wsfs.source, wsfs.mountpoint,
 	    conf_kind_name(wsfs.conf.kind));
 
@@ -315,6 +322,7 @@ main(int argc, char **argv)
 	r = fuse_session_loop_mt(wsfs.se, lcfg);
 	fuse_loop_cfg_destroy(lcfg);
 
+	control_stop();
 	scratchd_stop();
 	cluster_shutdown();
 	uring_shutdown();

@@ -20,6 +20,16 @@
 
 #include "wsfs.h"
 
+/* Count every error answer of this file for the operation being served. */
+static int
+ws_reply_err(fuse_req_t req, int err)
+{
+	if (err != 0)
+		stats_error(-1);
+	return fuse_reply_err(req, err);
+}
+#define fuse_reply_err ws_reply_err
+
 struct wsdir {
 	DIR		*dp;
 	off_t		 offset;
@@ -450,6 +460,7 @@ ws_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     dev_t rdev)
 {
 	if (S_ISCHR(mode) || S_ISBLK(mode)) {
+		stats_count(SC_CONFINE_REFUSED, 1);
 		log_limited(LOG_NOTICE, "mknod-dev", "refused to create device "
 		    "node '%s' (uid %u)", name, (unsigned)fuse_req_ctx(req)->uid);
 		fuse_reply_err(req, EPERM);
@@ -1182,43 +1193,147 @@ ws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 	plock_flock(req, ws_inode(ino), fi, op);
 }
 
+/*
+ * Every handler runs timed: one row per operation, counted under its
+ * stats.c name. Errors are counted by ws_reply_err.
+ */
+#define TIMED(op, call) do {						\
+	uint64_t t0_;							\
+	stats_begin(op, &t0_);						\
+	call;								\
+	stats_end(op, t0_);						\
+} while (0)
+
+static void t_lookup(fuse_req_t r, fuse_ino_t p, const char *n)
+{ TIMED(OP_LOOKUP, ws_lookup(r, p, n)); }
+static void t_forget(fuse_req_t r, fuse_ino_t i, uint64_t n)
+{ TIMED(OP_FORGET, ws_forget(r, i, n)); }
+static void t_forget_multi(fuse_req_t r, size_t c, struct fuse_forget_data *f)
+{ TIMED(OP_FORGET, ws_forget_multi(r, c, f)); }
+static void t_getattr(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
+{ TIMED(OP_GETATTR, ws_getattr(r, i, fi)); }
+static void t_setattr(fuse_req_t r, fuse_ino_t i, struct stat *a, int s,
+    struct fuse_file_info *fi)
+{ TIMED(OP_SETATTR, ws_setattr(r, i, a, s, fi)); }
+static void t_readlink(fuse_req_t r, fuse_ino_t i)
+{ TIMED(OP_READLINK, ws_readlink(r, i)); }
+static void t_mknod(fuse_req_t r, fuse_ino_t p, const char *n, mode_t m,
+    dev_t d)
+{ TIMED(OP_MKNOD, ws_mknod(r, p, n, m, d)); }
+static void t_mkdir(fuse_req_t r, fuse_ino_t p, const char *n, mode_t m)
+{ TIMED(OP_MKDIR, ws_mkdir(r, p, n, m)); }
+static void t_symlink(fuse_req_t r, const char *l, fuse_ino_t p,
+    const char *n)
+{ TIMED(OP_SYMLINK, ws_symlink(r, l, p, n)); }
+static void t_unlink(fuse_req_t r, fuse_ino_t p, const char *n)
+{ TIMED(OP_UNLINK, ws_unlink(r, p, n)); }
+static void t_rmdir(fuse_req_t r, fuse_ino_t p, const char *n)
+{ TIMED(OP_RMDIR, ws_rmdir(r, p, n)); }
+static void t_rename(fuse_req_t r, fuse_ino_t p, const char *n,
+    fuse_ino_t np, const char *nn, unsigned int f)
+{ TIMED(OP_RENAME, ws_rename(r, p, n, np, nn, f)); }
+static void t_link(fuse_req_t r, fuse_ino_t i, fuse_ino_t np, const char *nn)
+{ TIMED(OP_LINK, ws_link(r, i, np, nn)); }
+static void t_open(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
+{ TIMED(OP_OPEN, ws_open(r, i, fi)); }
+static void t_create(fuse_req_t r, fuse_ino_t p, const char *n, mode_t m,
+    struct fuse_file_info *fi)
+{ TIMED(OP_CREATE, ws_create(r, p, n, m, fi)); }
+static void t_read(fuse_req_t r, fuse_ino_t i, size_t sz, off_t o,
+    struct fuse_file_info *fi)
+{ TIMED(OP_READ, ws_read(r, i, sz, o, fi)); }
+static void t_write(fuse_req_t r, fuse_ino_t i, const char *b, size_t sz,
+    off_t o, struct fuse_file_info *fi)
+{ TIMED(OP_WRITE, ws_write(r, i, b, sz, o, fi)); }
+static void t_flush(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
+{ TIMED(OP_FLUSH, ws_flush(r, i, fi)); }
+static void t_release(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
+{ TIMED(OP_RELEASE, ws_release(r, i, fi)); }
+static void t_fsync(fuse_req_t r, fuse_ino_t i, int d,
+    struct fuse_file_info *fi)
+{ TIMED(OP_FSYNC, ws_fsync(r, i, d, fi)); }
+static void t_opendir(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
+{ TIMED(OP_OPENDIR, ws_opendir(r, i, fi)); }
+static void t_readdir(fuse_req_t r, fuse_ino_t i, size_t sz, off_t o,
+    struct fuse_file_info *fi)
+{ TIMED(OP_READDIR, ws_readdir(r, i, sz, o, fi)); }
+static void t_readdirplus(fuse_req_t r, fuse_ino_t i, size_t sz, off_t o,
+    struct fuse_file_info *fi)
+{ TIMED(OP_READDIR, ws_readdirplus(r, i, sz, o, fi)); }
+static void t_releasedir(fuse_req_t r, fuse_ino_t i,
+    struct fuse_file_info *fi)
+{ TIMED(OP_RELEASEDIR, ws_releasedir(r, i, fi)); }
+static void t_fsyncdir(fuse_req_t r, fuse_ino_t i, int d,
+    struct fuse_file_info *fi)
+{ TIMED(OP_FSYNCDIR, ws_fsyncdir(r, i, d, fi)); }
+static void t_statfs(fuse_req_t r, fuse_ino_t i)
+{ TIMED(OP_STATFS, ws_statfs(r, i)); }
+static void t_setxattr(fuse_req_t r, fuse_ino_t i, const char *n,
+    const char *v, size_t sz, int f)
+{ TIMED(OP_XATTR, ws_setxattr(r, i, n, v, sz, f)); }
+static void t_getxattr(fuse_req_t r, fuse_ino_t i, const char *n, size_t sz)
+{ TIMED(OP_XATTR, ws_getxattr(r, i, n, sz)); }
+static void t_listxattr(fuse_req_t r, fuse_ino_t i, size_t sz)
+{ TIMED(OP_XATTR, ws_listxattr(r, i, sz)); }
+static void t_removexattr(fuse_req_t r, fuse_ino_t i, const char *n)
+{ TIMED(OP_XATTR, ws_removexattr(r, i, n)); }
+static void t_fallocate(fuse_req_t r, fuse_ino_t i, int m, off_t o, off_t l,
+    struct fuse_file_info *fi)
+{ TIMED(OP_FALLOCATE, ws_fallocate(r, i, m, o, l, fi)); }
+static void t_lseek(fuse_req_t r, fuse_ino_t i, off_t o, int w,
+    struct fuse_file_info *fi)
+{ TIMED(OP_LSEEK, ws_lseek(r, i, o, w, fi)); }
+static void t_copy_file_range(fuse_req_t r, fuse_ino_t ii, off_t oi,
+    struct fuse_file_info *fii, fuse_ino_t io, off_t oo,
+    struct fuse_file_info *fio, size_t l, int f)
+{ TIMED(OP_COPY, ws_copy_file_range(r, ii, oi, fii, io, oo, fio, l, f)); }
+static void t_getlk(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
+    struct flock *l)
+{ TIMED(OP_LOCK, ws_getlk(r, i, fi, l)); }
+static void t_setlk(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
+    struct flock *l, int s)
+{ TIMED(OP_LOCK, ws_setlk(r, i, fi, l, s)); }
+static void t_flock(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
+    int op)
+{ TIMED(OP_LOCK, ws_flock(r, i, fi, op)); }
+
 const struct fuse_lowlevel_ops wsfs_ops = {
 	.init		 = ws_init,
-	.lookup		 = ws_lookup,
-	.forget		 = ws_forget,
-	.forget_multi	 = ws_forget_multi,
-	.getattr	 = ws_getattr,
-	.setattr	 = ws_setattr,
-	.readlink	 = ws_readlink,
-	.mknod		 = ws_mknod,
-	.mkdir		 = ws_mkdir,
-	.symlink	 = ws_symlink,
-	.unlink		 = ws_unlink,
-	.rmdir		 = ws_rmdir,
-	.rename		 = ws_rename,
-	.link		 = ws_link,
-	.open		 = ws_open,
-	.create		 = ws_create,
-	.read		 = ws_read,
-	.write		 = ws_write,
-	.flush		 = ws_flush,
-	.release	 = ws_release,
-	.fsync		 = ws_fsync,
-	.opendir	 = ws_opendir,
-	.readdir	 = ws_readdir,
-	.readdirplus	 = ws_readdirplus,
-	.releasedir	 = ws_releasedir,
-	.fsyncdir	 = ws_fsyncdir,
-	.statfs		 = ws_statfs,
-	.setxattr	 = ws_setxattr,
-	.getxattr	 = ws_getxattr,
-	.listxattr	 = ws_listxattr,
-	.removexattr	 = ws_removexattr,
-	.fallocate	 = ws_fallocate,
-	.lseek		 = ws_lseek,
-	.copy_file_range = ws_copy_file_range,
+	.lookup		 = t_lookup,
+	.forget		 = t_forget,
+	.forget_multi	 = t_forget_multi,
+	.getattr	 = t_getattr,
+	.setattr	 = t_setattr,
+	.readlink	 = t_readlink,
+	.mknod		 = t_mknod,
+	.mkdir		 = t_mkdir,
+	.symlink	 = t_symlink,
+	.unlink		 = t_unlink,
+	.rmdir		 = t_rmdir,
+	.rename		 = t_rename,
+	.link		 = t_link,
+	.open		 = t_open,
+	.create		 = t_create,
+	.read		 = t_read,
+	.write		 = t_write,
+	.flush		 = t_flush,
+	.release	 = t_release,
+	.fsync		 = t_fsync,
+	.opendir	 = t_opendir,
+	.readdir	 = t_readdir,
+	.readdirplus	 = t_readdirplus,
+	.releasedir	 = t_releasedir,
+	.fsyncdir	 = t_fsyncdir,
+	.statfs		 = t_statfs,
+	.setxattr	 = t_setxattr,
+	.getxattr	 = t_getxattr,
+	.listxattr	 = t_listxattr,
+	.removexattr	 = t_removexattr,
+	.fallocate	 = t_fallocate,
+	.lseek		 = t_lseek,
+	.copy_file_range = t_copy_file_range,
 	/* Only with a lock service; else the kernel's own locks serve. */
-	.getlk		 = ws_getlk,
-	.setlk		 = ws_setlk,
-	.flock		 = ws_flock,
+	.getlk		 = t_getlk,
+	.setlk		 = t_setlk,
+	.flock		 = t_flock,
 };

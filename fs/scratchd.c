@@ -130,6 +130,19 @@ scratchd_stop(void)
 	sd.sb = NULL;
 }
 
+/* For status: when the sweeper last ran (0: never) and what it removed. */
+int
+scratchd_status(time_t *last_run, unsigned long long *removed)
+{
+	if (sd.sb == NULL)
+		return 0;
+	pthread_mutex_lock(&sd.lock);
+	*last_run = sd.last_run;
+	*removed = sd.removed;
+	pthread_mutex_unlock(&sd.lock);
+	return 1;
+}
+
 /* The workspace an inode belongs to, by its name at the top of SOURCE. */
 static const char *
 scratchd_ws(struct inode *in)

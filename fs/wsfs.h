@@ -94,12 +94,19 @@ void		 cluster_start(void);
 void		 cluster_shutdown(void);
 int		 cluster_enabled(void);
 int		 cluster_degraded(void);
+const char	*cluster_state_name(void);
+long long	 cluster_lease_left_ms(void);
 struct wslock	*cluster_handle(void);
 uint64_t	 cluster_now_ms(void);
 size_t		 cluster_key(char kind, ino_t ino, char *buf, size_t len);
 void		 cluster_defer(void (*fn)(void *), void *arg);
 void		 cluster_defer_inval(void (*fn)(void *), void *arg);
 void		 cluster_wake(void);
+
+/* control.c */
+int		 control_init(void);
+void		 control_start(void);
+void		 control_stop(void);
 
 /* glock.c */
 /*
@@ -166,6 +173,34 @@ void		 scratchd_stop(void);
 void		 scratchd_note(struct inode *in);
 const char	*scratchd_hold(struct inode *in);
 void		 scratchd_release(const char *id);
+int		 scratchd_status(time_t *last_run, unsigned long long *removed);
+
+/* stats.c */
+enum stats_op {
+	OP_LOOKUP, OP_FORGET, OP_GETATTR, OP_SETATTR, OP_READLINK, OP_MKNOD,
+	OP_MKDIR, OP_SYMLINK, OP_UNLINK, OP_RMDIR, OP_RENAME, OP_LINK, OP_OPEN,
+	OP_CREATE, OP_READ, OP_WRITE, OP_FLUSH, OP_RELEASE, OP_FSYNC,
+	OP_OPENDIR, OP_READDIR, OP_RELEASEDIR, OP_FSYNCDIR, OP_STATFS,
+	OP_XATTR, OP_FALLOCATE, OP_LSEEK, OP_COPY, OP_LOCK, OP_NOPS
+};
+enum stats_counter {
+	SC_LOCK_WAITS,		/* operations that waited for a cluster lock */
+	SC_LOCK_TIMEOUTS,	/* ... and got none within lock_timeout */
+	SC_REVOKES,		/* another node asked for a lock we held */
+	SC_RELEASES,		/* locks given back */
+	SC_CONFINE_REFUSED,	/* confinement refusals (mount points, devices) */
+	SC_NCOUNTERS
+};
+void		 stats_begin(int op, uint64_t *t0);
+void		 stats_end(int op, uint64_t t0);
+void		 stats_error(int op);
+void		 stats_count(int counter, unsigned long long n);
+unsigned long long stats_counter(int counter);
+const char	*stats_op_name(int op);
+void		 stats_foreach(void (*fn)(void *, const char *,
+		     unsigned long long count, unsigned long long errors,
+		     unsigned long long p50_us, unsigned long long p99_us),
+		     void *arg);
 
 /* symlink.c */
 /*

@@ -28,6 +28,8 @@ static const struct wsctl_cmd wsctl_cmds[] = {
 	    cmd_locks },
 	{ "keygen", "FILE", "write a new random cluster key (mode 0600)",
 	    cmd_keygen },
+	{ "status", "MOUNTPOINT [--json] [--socket PATH]",
+	    "show what a running wsfs is doing", cmd_status },
 	{ NULL, NULL, NULL, NULL }
 };
 

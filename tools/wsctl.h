@@ -51,4 +51,7 @@ int	wsctl_lockd_open(const char *, const char *, const char *,
 /* cmd-locks.c */
 int	cmd_locks(int, char **);
 
+/* cmd-status.c */
+int	cmd_status(int, char **);
+
 #endif

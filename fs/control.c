@@ -1,0 +1,414 @@
+/*
+ * What an admin can ask a running wsfs: a Unix control socket (root only)
+ * answering "status" in text or JSON for `wsctl status`, and, with
+ * -o metrics=ADDR, Prometheus text-format metrics over HTTP. One thread
+ * serves both; each answer is built from counters and takes no lock that
+ * an operation holds for long.
+ */
+#include "config.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "metrics.h"
+#include "wsfs.h"
+
+#define CONTROL_MAX_FDS	8
+
+static struct {
+	char		 path[108];
+	char		 mnt[PATH_MAX];
+	int		 fds[CONTROL_MAX_FDS];	/* [0] control, then metrics */
+	int		 nfds;
+	int		 stop_pipe[2];
+	pthread_t	 thread;
+	int		 running;
+	time_t		 started;
+} ctl = { .stop_pipe = { -1, -1 } };
+
+/* Names of the workspaces: the directories at the top of SOURCE. */
+static int
+control_workspaces(FILE *f, int json)
+{
+	struct dirent	*de;
+	struct stat	 st;
+	DIR		*d;
+	int		 fd, n = 0;
+
+	if ((fd = openat(wsfs.source_fd, ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) == -1 || (d = fdopendir(fd)) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || fstatat(fd, de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) == -1 || !S_ISDIR(st.st_mode))
+			continue;
+		if (f != NULL) {
+			if (json)
+				fprintf(f, "%s\"%s\"", n ? ", " : "",
+				    de->d_name);
+			else
+				fprintf(f, "%s%s", n ? " " : "", de->d_name);
+		}
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+struct op_row {
+	FILE	*f;
+	int	 json;
+	int	 n;
+};
+
+static void
+control_op_row(void *arg, const char *name, unsigned long long count,
+    unsigned long long errors, unsigned long long p50,
+    unsigned long long p99)
+{
+	struct op_row	*r = arg;
+
+	if (count == 0 && errors == 0)
+		return;
+	if (r->json)
+		fprintf(r->f, "%s\n    \"%s\": {\"count\": %llu, \"errors\": "
+		    "%llu, \"p50_us\": %llu, \"p99_us\": %llu}",
+		    r->n ? "," : "", name, count, errors, p50, p99);
+	else
+		fprintf(r->f, "  %-16s %10llu %8llu %10llu %10llu\n", name,
+		    count, errors, p50, p99);
+	r->n++;
+}
+
+static void
+control_status(FILE *f, int json)
+{
+	struct op_row		 row = { f, json, 0 };
+	unsigned long		 inodes, fds, gcount, gidle;
+	unsigned long long	 removed = 0;
+	time_t			 last = 0;
+	int			 scratch, nws;
+
+	inode_stats(&inodes, &fds);
+	glock_stats(&gcount, &gidle);
+	scratch = scratchd_status(&last, &removed);
+	if (json) {
+		fprintf(f, "{\n  \"mountpoint\": \"%s\",\n  \"source\": \"%s\",\n"
+		    "  \"kind\": \"%s\",\n  \"pid\": %d,\n  \"uptime_s\": %lld,\n"
+		    "  \"workspaces\": [", ctl.mnt, wsfs.source,
+		    conf_kind_name(wsfs.conf.kind), (int)getpid(),
+		    (long long)(time(NULL) - ctl.started));
+		nws = control_workspaces(f, 1);
+		fprintf(f, "],\n  \"workspace_count\": %d,\n"
+		    "  \"io\": \"%s\",\n  \"inodes\": %lu,\n  \"fds\": %lu,\n"
+		    "  \"max_fds\": %d,\n", nws,
+		    uring_active() ? "io_uring" : "syscalls", inodes, fds,
+		    wsfs.conf.max_fds);
+		fprintf(f, "  \"locks\": {\"service\": \"%s\", \"node\": \"%s\", "
+		    "\"state\": \"%s\", \"lease_left_ms\": %lld, "
+		    "\"cached\": %lu, \"idle\": %lu, \"waits\": %llu, "
+		    "\"timeouts\": %llu, \"revokes\": %llu, "
+		    "\"releases\": %llu},\n",
+		    wsfs.conf.lockd ? wsfs.conf.lockd : "embedded",
+		    wsfs.conf.node ? wsfs.conf.node : "", cluster_state_name(),
+		    cluster_lease_left_ms(), gcount, gidle,
+		    stats_counter(SC_LOCK_WAITS),
+		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
+		    stats_counter(SC_RELEASES));
+		fprintf(f, "  \"confinement_refusals\": %llu,\n",
+		    stats_counter(SC_CONFINE_REFUSED));
+		if (scratch)
+			fprintf(f, "  \"sweeper\": {\"last_run\": %lld, "
+			    "\"removed\": %llu, \"ttl_hours\": %g},\n",
+			    (long long)last, removed,
+			    wsfs.conf.scratch_ttl_hours);
+		fprintf(f, "  \"operations\": {");
+		stats_foreach(control_op_row, &row);
+		fprintf(f, "\n  }\n}\n");
+		return;
+	}
+	fprintf(f, "mount:       %s (source %s, kind %s, pid %d)\n", ctl.mnt,
+	    wsfs.source, conf_kind_name(wsfs.conf.kind), (int)getpid());
+	fprintf(f, "workspaces:  ");
+	nws = control_workspaces(f, 0);
+	fprintf(f, "%s(%d)\n", nws ? " " : "", nws);
+	fprintf(f, "io:          %s\n", uring_active() ? "io_uring" :
+	    "plain syscalls");
+	fprintf(f, "inodes:      %lu known, %lu fds open (max_fds %d)\n",
+	    inodes, fds, wsfs.conf.max_fds);
+	if (wsfs.conf.lockd != NULL)
+		fprintf(f, "locks:       %s as node %s: %s, lease left %lld ms; "
+		    "%lu cached (%lu idle); %llu waits, %llu timeouts, "
+		    "%llu revokes, %llu given back\n", wsfs.conf.lockd,
+		    wsfs.conf.node, cluster_state_name(),
+		    cluster_lease_left_ms(), gcount, gidle,
+		    stats_counter(SC_LOCK_WAITS),
+		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
+		    stats_counter(SC_RELEASES));
+	else
+		fprintf(f, "locks:       embedded (one node: the kernel's own "
+		    "flock/fcntl locks)\n");
+	fprintf(f, "refused:     %llu confinement refusals\n",
+	    stats_counter(SC_CONFINE_REFUSED));
+	if (scratch) {
+		if (last != 0)
+			fprintf(f, "sweeper:     last run %lld s ago, %llu "
+			    "removed since start, ttl %g h\n",
+			    (long long)(time(NULL) - last), removed,
+			    wsfs.conf.scratch_ttl_hours);
+		else
+			fprintf(f, "sweeper:     not run yet, ttl %g h\n",
+			    wsfs.conf.scratch_ttl_hours);
+	}
+	fprintf(f, "operations:  %-16s %10s %8s %10s %10s\n", "", "count",
+	    "errors", "p50 us", "p99 us");
+	stats_foreach(control_op_row, &row);
+}
+
+static void
+control_metric_row(void *arg, const char *name, unsigned long long count,
+    unsigned long long errors, unsigned long long p50,
+    unsigned long long p99)
+{
+	FILE	*f = arg;
+
+	fprintf(f, "wsfs_operations_total{op=\"%s\"} %llu\n", name, count);
+	fprintf(f, "wsfs_operation_errors_total{op=\"%s\"} %llu\n", name,
+	    errors);
+	fprintf(f, "wsfs_operation_latency_seconds{op=\"%s\",quantile=\"0.5\"}"
+	    " %g\n", name, (double)p50 / 1e6);
+	fprintf(f, "wsfs_operation_latency_seconds{op=\"%s\",quantile=\"0.99\"}"
+	    " %g\n", name, (double)p99 / 1e6);
+}
+
+static void
+control_metric(FILE *f, const char *name, const char *type, const char *help,
+    double v)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name,
+	    type, name, v);
+}
+
+static void
+control_metrics(FILE *f, void *arg)
+{
+	unsigned long		inodes, fds, gcount, gidle;
+	unsigned long long	removed = 0;
+	time_t			last = 0;
+
+	inode_stats(&inodes, &fds);
+	glock_stats(&gcount, &gidle);
+	fprintf(f, "# HELP wsfs_operations_total FUSE operations served.\n"
+	    "# TYPE wsfs_operations_total counter\n"
+	    "# HELP wsfs_operation_errors_total Operations answered with an "
+	    "error.\n# TYPE wsfs_operation_errors_total counter\n"
+	    "# HELP wsfs_operation_latency_seconds Upper bound of the latency "
+	    "quantile (power-of-two buckets).\n"
+	    "# TYPE wsfs_operation_latency_seconds gauge\n");
+	stats_foreach(control_metric_row, f);
+	control_metric(f, "wsfs_inodes", "gauge", "Inodes the kernel knows.",
+	    (double)inodes);
+	control_metric(f, "wsfs_open_fds", "gauge", "O_PATH fds held by the "
+	    "inode table.", (double)fds);
+	control_metric(f, "wsfs_workspaces", "gauge", "Workspaces in SOURCE.",
+	    (double)control_workspaces(NULL, 0));
+	control_metric(f, "wsfs_io_uring", "gauge", "1 if the data path uses "
+	    "io_uring.", uring_active());
+	control_metric(f, "wsfs_lock_service_up", "gauge", "1 if the lock "
+	    "session is up (always 1 when embedded).",
+	    !cluster_enabled() || !cluster_degraded());
+	control_metric(f, "wsfs_locks_cached", "gauge", "Cluster locks known "
+	    "to this node.", (double)gcount);
+	control_metric(f, "wsfs_lock_waits_total", "counter", "Operations that "
+	    "waited for a cluster lock.", (double)stats_counter(SC_LOCK_WAITS));
+	control_metric(f, "wsfs_lock_timeouts_total", "counter", "Operations "
+	    "failed with EIO after lock_timeout.",
+	    (double)stats_counter(SC_LOCK_TIMEOUTS));
+	control_metric(f, "wsfs_lock_revokes_total", "counter", "Locks another "
+	    "node asked for.", (double)stats_counter(SC_REVOKES));
+	control_metric(f, "wsfs_lock_releases_total", "counter", "Locks given "
+	    "back.", (double)stats_counter(SC_RELEASES));
+	control_metric(f, "wsfs_confinement_refusals_total", "counter",
+	    "Operations refused by the confinement rules.",
+	    (double)stats_counter(SC_CONFINE_REFUSED));
+	if (scratchd_status(&last, &removed)) {
+		control_metric(f, "wsfs_sweep_last_run_timestamp_seconds",
+		    "gauge", "When the sweeper last ran.", (double)last);
+		control_metric(f, "wsfs_sweep_removed_total", "counter",
+		    "Scratch workspaces the sweeper removed.",
+		    (double)removed);
+	}
+}
+
+/* Answer one control client: root only, one request line, one answer. */
+static void
+control_serve(int lfd)
+{
+	struct ucred	 cred;
+	socklen_t	 clen = sizeof cred;
+	struct timeval	 tv = { 1, 0 };
+	char		 req[64], *out = NULL;
+	size_t		 outlen = 0, off = 0;
+	ssize_t		 n;
+	FILE		*f;
+	int		 fd;
+
+	if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) == -1)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == -1 ||
+	    cred.uid != 0) {
+		log_limited(LOG_NOTICE, "control-uid", "control socket: refused "
+		    "uid %d", (int)cred.uid);
+		close(fd);
+		return;
+	}
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	n = read(fd, req, sizeof req - 1);
+	req[n > 0 ? n : 0] = '\0';
+	req[strcspn(req, "\r\n")] = '\0';
+	if ((f = open_memstream(&out, &outlen)) == NULL) {
+		close(fd);
+		return;
+	}
+	if (strcmp(req, "status") == 0)
+		control_status(f, 0);
+	else if (strcmp(req, "status json") == 0)
+		control_status(f, 1);
+	else if (strcmp(req, "metrics") == 0)
+		control_metrics(f, NULL);
+	else
+		fprintf(f, "error: unknown request '%s'\n", req);
+	fclose(f);
+	while (off < outlen && (n = write(fd, out + off, outlen - off)) > 0)
+		off += (size_t)n;
+	free(out);
+	close(fd);
+}
+
+static void *
+control_loop(void *arg)
+{
+	struct pollfd	pfd[CONTROL_MAX_FDS + 1];
+	int		i;
+
+	for (i = 0; i < ctl.nfds; i++) {
+		pfd[i].fd = ctl.fds[i];
+		pfd[i].events = POLLIN;
+	}
+	pfd[ctl.nfds].fd = ctl.stop_pipe[0];
+	pfd[ctl.nfds].events = POLLIN;
+	for (;;) {
+		if (poll(pfd, (nfds_t)ctl.nfds + 1, -1) == -1) {
+			if (errno == EINTR)
+				continue;
+			log_warn("control: poll: %s", strerror(errno));
+			break;
+		}
+		if (pfd[ctl.nfds].revents)
+			break;
+		for (i = 0; i < ctl.nfds; i++) {
+			if (!(pfd[i].revents & POLLIN))
+				continue;
+			if (i == 0)
+				control_serve(ctl.fds[0]);
+			else
+				metrics_serve(ctl.fds[i], control_metrics,
+				    NULL);
+		}
+	}
+	return NULL;
+}
+
+/* Before privileges are dropped: the socket goes under /run. */
+int
+control_init(void)
+{
+	struct sockaddr_un	sun;
+	int			fd, r;
+
+	ctl.started = time(NULL);
+	if (realpath(wsfs.mountpoint, ctl.mnt) == NULL)
+		snprintf(ctl.mnt, sizeof ctl.mnt, "%s", wsfs.mountpoint);
+	if (wsfs.conf.control_socket != NULL)
+		snprintf(ctl.path, sizeof ctl.path, "%s",
+		    wsfs.conf.control_socket);
+	else {
+		if (mkdir(CONF_RUN_DIR, 0700) == -1 && errno != EEXIST)
+			log_warn("mkdir %s: %s", CONF_RUN_DIR, strerror(errno));
+		conf_control_path(ctl.mnt, ctl.path, sizeof ctl.path);
+	}
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", ctl.path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return -errno;
+	(void)unlink(ctl.path);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof sun) == -1 ||
+	    chmod(ctl.path, 0600) == -1 || listen(fd, 16) == -1) {
+		r = -errno;
+		log_warn("control socket %s: %s; wsctl status will not work",
+		    ctl.path, strerror(-r));
+		close(fd);
+		fd = -1;
+	}
+	/* Slot 0 is the control socket (-1 if none: poll skips it). */
+	ctl.fds[0] = fd;
+	ctl.nfds = 1;
+	if (wsfs.conf.metrics != NULL) {
+		r = metrics_listen(wsfs.conf.metrics, ctl.fds + ctl.nfds,
+		    CONTROL_MAX_FDS - ctl.nfds);
+		if (r < 0) {
+			fprintf(stderr, "wsfs: metrics address %s: %s\n",
+			    wsfs.conf.metrics, strerror(-r));
+			return r;
+		}
+		ctl.nfds += r;
+	}
+	return 0;
+}
+
+void
+control_start(void)
+{
+	int	r;
+
+	if (ctl.nfds == 0 || (ctl.fds[0] < 0 && ctl.nfds == 1))
+		return;
+	if (pipe2(ctl.stop_pipe, O_CLOEXEC) == -1)
+		fatal("pipe2");
+	if ((r = pthread_create(&ctl.thread, NULL, control_loop, NULL)) != 0)
+		fatalx("pthread_create: %s", strerror(r));
+	ctl.running = 1;
+}
+
+void
+control_stop(void)
+{
+	int	i;
+
+	if (ctl.running) {
+		(void)write(ctl.stop_pipe[1], "x", 1);
+		pthread_join(ctl.thread, NULL);
+		ctl.running = 0;
+	}
+	for (i = 0; i < ctl.nfds; i++)
+		if (ctl.fds[i] >= 0)
+			close(ctl.fds[i]);
+	if (ctl.nfds > 0 && ctl.fds[0] >= 0)
+		(void)unlink(ctl.path);
+	ctl.nfds = 0;
+}
