@@ -105,6 +105,39 @@ def unmount(mnt, timeout=10.0):
     return mountinfo(mnt) is None
 
 
+def _threads(pid):
+    """State, wait channel and kernel stack of each thread of pid (to say
+    where a daemon hangs)."""
+    out = []
+    try:
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError as e:
+        return f"(no /proc/{pid}: {e.strerror})"
+    for tid in tids:
+        t = f"/proc/{pid}/task/{tid}"
+        info = []
+        for name in ("comm", "wchan", "stat", "stack"):
+            try:
+                with open(os.path.join(t, name)) as f:
+                    v = f.read().strip()
+            except OSError as e:
+                v = f"({e.strerror})"
+            if name == "stat":
+                v = "state " + v.rsplit(")", 1)[-1].split()[0]
+            info.append(v)
+        out.append(f"  tid {tid} {info[0]} {info[2]} wchan={info[1]}\n    " +
+                   info[3].replace("\n", "\n    "))
+    if shutil.which("gdb"):
+        try:
+            r = subprocess.run(["gdb", "-q", "-batch", "-p", str(pid), "-ex",
+                                "thread apply all bt"], capture_output=True,
+                               text=True, timeout=60)
+            out.append(r.stdout[-12000:])
+        except subprocess.TimeoutExpired:
+            out.append("(gdb timed out)")
+    return "\n".join(out)
+
+
 def _busy(mnt):
     """Which processes still use mnt (for the error message)."""
     try:
@@ -242,7 +275,8 @@ class Mount:
                 status = self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 errors.append(f"wsfs pid {self.proc.pid} did not exit "
-                              "after unmount; killed")
+                              "after unmount; killed; its threads:\n" +
+                              _threads(self.proc.pid))
                 for sig in (signal.SIGTERM, signal.SIGKILL):
                     try:
                         os.kill(self.proc.pid, sig)
