@@ -10,3 +10,14 @@ check-local: $(UNIT_TESTS)
 if ENABLE_FUZZING
 noinst_PROGRAMS += $(FUZZ_TARGETS)
 endif
+
+# The pytest suites and scripts travel whole in the tarball.
+EXTRA_DIST += tests/mount tests/attack tests/cluster tests/scratch \
+	tests/ops tests/status tests/metrics tests/lockd \
+	scripts/bench scripts/bench-sweep scripts/cluster scripts/demo \
+	scripts/deps autogen.sh
+
+dist-hook:
+	find $(distdir)/tests -name __pycache__ -prune -exec rm -rf {} +
+	rm -f $(distdir)/tests/lockd/lockclient $(distdir)/tests/lockd/mtclient \
+	    $(distdir)/tests/lockd/benchclient $(distdir)/tests/lockd/*.o
