@@ -4,7 +4,8 @@ LOCKD_COMMON = lockd/proto.h lockd/lockd.h lockd/codec.c lockd/table.c \
 
 EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
-	tests/lockd/test_history.py tests/lockd/test_threads.py
+	tests/lockd/test_history.py tests/lockd/test_threads.py \
+	tests/metrics/test_lockd_metrics.py
 
 if HAVE_CMOCKA
 UNIT_TESTS += tests/unit/test_table tests/unit/test_proto
@@ -29,7 +30,7 @@ endif
 
 sbin_PROGRAMS += lockd/wslockd
 lockd_wslockd_SOURCES = lockd/main.c lockd/server.c lockd/state.c \
-	$(LOCKD_COMMON) lockd/log.c lockd/log.h
+	lockd/metrics.c lockd/metrics.h $(LOCKD_COMMON) lockd/log.c lockd/log.h
 lockd_wslockd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 lockd_wslockd_LDADD = $(SODIUM_LIBS)
 

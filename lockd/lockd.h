@@ -113,6 +113,7 @@ struct server_conf {
 	const char	**listen;	/* NULL-terminated */
 	const char	 *keyfile;	/* NULL: unix sockets only */
 	const char	 *statedir;
+	const char	 *metrics;	/* NULL: no metrics endpoint */
 	uint32_t	  lease_ms;
 	uint32_t	  grace_ms;
 	uint32_t	  max_frame;

@@ -27,7 +27,7 @@
 static const char usage_text[] =
 "usage: wslockd [-f] [-v] [--listen ADDR]... [--key FILE] [--lease-ms N]\n"
 "               [--grace-ms N] [--state-dir DIR] [--max-locks N]\n"
-"               [--max-waiters N] [--max-conns N]\n"
+"               [--max-waiters N] [--max-conns N] [--metrics ADDR]\n"
 "\n"
 "  -f, --foreground   stay in the foreground and log to stderr\n"
 "  -v, --verbose      log debug messages\n"
@@ -40,6 +40,8 @@ static const char usage_text[] =
 "  --max-locks N      locks one session may hold (default 100000)\n"
 "  --max-waiters N    waiting requests per session (default 10000)\n"
 "  --max-conns N      connections (default 16384)\n"
+"  --metrics ADDR     serve Prometheus metrics on HOST:PORT, :PORT or\n"
+"                     unix:PATH (default: none)\n"
 "  --help, --version\n";
 
 static int usage_error(const char *, ...)
@@ -73,6 +75,27 @@ parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 	return 0;
 }
 
+/*
+ * A metrics address needs its port spelled out: wsl_addr_parse would
+ * quietly give a bare host the lock port, and a scraper must be pointed at
+ * a port of its own.
+ */
+static int
+metrics_addr_ok(const char *s)
+{
+	struct wsl_addr	 a;
+	const char	*colon, *bracket;
+
+	if (wsl_addr_parse(s, &a) < 0)
+		return 0;
+	if (a.family == AF_UNIX)
+		return 1;
+	colon = strrchr(s, ':');
+	bracket = strchr(s, ']');
+	return colon != NULL && colon[1] != '\0' &&
+	    (bracket == NULL || colon > bracket);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -87,6 +110,7 @@ main(int argc, char **argv)
 		{ "max-locks", required_argument, NULL, 'M' },
 		{ "max-waiters", required_argument, NULL, 'W' },
 		{ "max-conns", required_argument, NULL, 'C' },
+		{ "metrics", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
@@ -150,6 +174,14 @@ main(int argc, char **argv)
 			if (parse_u32(optarg, 1, 1000000, &conf.max_conns) < 0)
 				return usage_error("--max-conns: bad number '%s'",
 				    optarg);
+			break;
+		case 'm':
+			if (conf.metrics != NULL)
+				return usage_error("--metrics given twice");
+			if (!metrics_addr_ok(optarg))
+				return usage_error("--metrics: bad address '%s' "
+				    "(HOST:PORT, :PORT or unix:PATH)", optarg);
+			conf.metrics = optarg;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);

@@ -11,6 +11,10 @@
  * client that does not read) closes that connection only, with a reason in
  * the log. Closed connections are freed at the end of a loop iteration, so
  * a handler may close any connection, not only its own.
+ *
+ * With --metrics the same loop answers Prometheus scrapes (metrics.c); the
+ * gauges are read from the live structures at scrape time, the counters
+ * are kept in struct server_stats.
  */
 #include "config.h"
 
@@ -30,6 +34,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +45,7 @@
 
 #include "lockd.h"
 #include "log.h"
+#include "metrics.h"
 
 #define MAX_LISTEN	16
 #define MAX_EVENTS	256
@@ -48,6 +54,7 @@
 
 enum ev_kind {
 	EV_LISTEN,
+	EV_METRICS,
 	EV_CONN,
 	EV_SIGNAL,
 	EV_TIMER,
@@ -106,6 +113,15 @@ struct session {
 };
 TAILQ_HEAD(sessions, session);
 
+/* Events counted since the start, for the metrics endpoint. */
+struct server_stats {
+	uint64_t		 grants;
+	uint64_t		 revokes;
+	uint64_t		 expiries;
+	uint64_t		 auth_failures;
+	uint64_t		 bad_frames;
+};
+
 struct server {
 	const struct server_conf *conf;
 	int			 epfd;
@@ -115,6 +131,10 @@ struct server {
 	int			 timerfd;
 	struct listener		 listeners[MAX_LISTEN];
 	size_t			 nlisteners;
+	struct listener		 mlisteners[MAX_LISTEN];	/* metrics */
+	size_t			 nmlisteners;
+	struct server_stats	 stats;
+	uint64_t		 started;	/* ms, CLOCK_BOOTTIME */
 	uint8_t			*key;
 	size_t			 keylen;
 	struct table		*table;
@@ -183,6 +203,7 @@ srv_grant(void *arg, struct table_sess *ts, uint64_t reqid, uint64_t token)
 	struct server	*srv = arg;
 	struct session	*s = table_sess_udata(ts);
 
+	srv->stats.grants++;
 	if (s->conn == NULL)
 		return;
 	if (wsl_enc_grant(&s->conn->out, reqid, token) < 0)
@@ -201,6 +222,7 @@ srv_revoke(void *arg, struct table_sess *ts, const uint8_t *key,
 	struct session		*s = table_sess_udata(ts);
 	struct wsl_revoke	 v = { owner, start, end, token, key, keylen };
 
+	srv->stats.revokes++;
 	if (s->conn == NULL)
 		return;
 	if (wsl_enc_revoke(&s->conn->out, &v) < 0)
@@ -296,11 +318,19 @@ conn_flush(struct server *srv, struct conn *c)
 	}
 }
 
-/* Send an error, then close: the peer learns why before the EOF. */
+/*
+ * Send an error, then close: the peer learns why before the EOF. A refusal
+ * in the handshake counts as an authentication failure, any other error but
+ * running out of resources as a protocol error of the peer.
+ */
 static int
 conn_fail(struct server *srv, struct conn *c, uint64_t id, uint32_t code,
     const char *why)
 {
+	if (code == WSL_E_PERM)
+		srv->stats.auth_failures++;
+	else if (code != WSL_E_LIMIT)
+		srv->stats.bad_frames++;
 	if (wsl_enc_error(&c->out, id, code, why) == 0)
 		conn_flush(srv, c);
 	conn_close(srv, c, why);
@@ -598,8 +628,12 @@ h_lock(struct server *srv, struct conn *c, const struct wsl_frame *f)
 	    q.mode, q.flags, f->id, 0 };
 	memset(&e, 0, sizeof e);
 	r = table_lock(srv->table, c->sess->ts, &tq, &token, &e);
-	if (r == 0)
+	if (r == 0) {
+		/* A test that finds no conflict grants nothing. */
+		if (!(q.flags & WSL_LOCK_TEST))
+			srv->stats.grants++;
 		return wsl_enc_ok(&c->out, f->id, token);
+	}
 	if (r == 1)
 		return wsl_enc_empty(&c->out, WSL_QUEUED, f->id);
 	if (r == -EAGAIN && (q.flags & WSL_LOCK_TEST) && e.sess != NULL) {
@@ -858,9 +892,10 @@ conn_read(struct server *srv, struct conn *c)
 			return;
 		}
 		if (n == 0) {
-			if (wsl_buf_pending(&c->in) > 0)
+			if (wsl_buf_pending(&c->in) > 0) {
+				srv->stats.bad_frames++;
 				conn_close(srv, c, "truncated frame at EOF");
-			else
+			} else
 				conn_close(srv, c, c->state == C_READY ?
 				    "disconnected" : NULL);
 			return;
@@ -975,6 +1010,7 @@ timer_fire(struct server *srv)
 			wsl_enc_empty(&c->out, WSL_EXPIRED, 0);
 			conn_flush(srv, c);
 		}
+		srv->stats.expiries++;
 		session_end(srv, s, "lease expired");
 	}
 	if (srv->grace && srv->grace_end <= now)
@@ -1066,7 +1102,7 @@ listen_unix(struct server *srv, const char *spec, const char *path)
 
 /* With port 0 the kernel picks one; say which, for tests and admins. */
 static void
-log_tcp_port(int fd, const char *spec)
+log_tcp_port(int fd, const char *what)
 {
 	struct sockaddr_storage	ss;
 	socklen_t		len = sizeof ss;
@@ -1075,7 +1111,7 @@ log_tcp_port(int fd, const char *spec)
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
 	    getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, serv,
 	    sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-		log_info("listening on %s port %s", host, serv);
+		log_info("%s %s port %s", what, host, serv);
 }
 
 static void
@@ -1103,7 +1139,7 @@ listen_tcp(struct server *srv, const char *spec, const struct wsl_addr *a)
 		    listen(fd, 1024) < 0)
 			fatal("%s", spec);
 		listener_add(srv, fd, 0, spec);
-		log_tcp_port(fd, spec);
+		log_tcp_port(fd, "listening on");
 	}
 	freeaddrinfo(res);
 }
@@ -1120,6 +1156,145 @@ listen_one(struct server *srv, const char *spec)
 	else
 		listen_tcp(srv, spec, &a);
 	log_info("listening on %s", spec);
+}
+
+/* What a scrape sees: the live gauges and the counters, copied at once. */
+struct snapshot {
+	uint64_t		 connected;
+	uint64_t		 detached;
+	uint64_t		 conns;
+	uint64_t		 locks;
+	uint64_t		 waiters;
+	uint64_t		 epoch;
+	uint64_t		 grace;
+	struct server_stats	 stats;
+};
+
+/*
+ * The exposition, one row per sample. Rows of one metric follow each other
+ * and the first carries its HELP and TYPE; the names follow the Prometheus
+ * conventions (a _total suffix on counters, base units).
+ */
+static const struct {
+	const char	*name;
+	const char	*type;
+	const char	*help;
+	const char	*labels;
+	size_t		 off;
+} metric_rows[] = {
+	{ "wslockd_sessions", "gauge", "Sessions, by whether a connection is "
+	    "attached or the session waits for its client to resume.",
+	    "state=\"connected\"", offsetof(struct snapshot, connected) },
+	{ "wslockd_sessions", NULL, NULL, "state=\"disconnected\"",
+	    offsetof(struct snapshot, detached) },
+	{ "wslockd_connections", "gauge", "Open client connections, "
+	    "authenticated or not.", NULL, offsetof(struct snapshot, conns) },
+	{ "wslockd_locks_held", "gauge", "Lock ranges held by all sessions, "
+	    "cached ones included.", NULL, offsetof(struct snapshot, locks) },
+	{ "wslockd_waiters", "gauge", "Lock requests waiting for a "
+	    "conflicting holder.", NULL, offsetof(struct snapshot, waiters) },
+	{ "wslockd_grants_total", "counter", "Lock requests granted, at once "
+	    "or after a wait.", NULL, offsetof(struct snapshot, stats.grants) },
+	{ "wslockd_revokes_total", "counter", "Cached locks whose holders were "
+	    "asked to give them back.", NULL,
+	    offsetof(struct snapshot, stats.revokes) },
+	{ "wslockd_session_expiries_total", "counter", "Sessions ended because "
+	    "their lease ran out.", NULL,
+	    offsetof(struct snapshot, stats.expiries) },
+	{ "wslockd_auth_failures_total", "counter", "Connections refused in the "
+	    "handshake: wrong cluster key or Unix peer uid not allowed.", NULL,
+	    offsetof(struct snapshot, stats.auth_failures) },
+	{ "wslockd_bad_frames_total", "counter", "Connections closed for a "
+	    "protocol error of the peer.", NULL,
+	    offsetof(struct snapshot, stats.bad_frames) },
+	{ "wslockd_epoch", "gauge", "Epoch of the fencing tokens, the high 32 "
+	    "bits of every token issued.", NULL,
+	    offsetof(struct snapshot, epoch) },
+	{ "wslockd_grace_active", "gauge", "1 while the grace period after a "
+	    "start runs, else 0.", NULL, offsetof(struct snapshot, grace) },
+};
+
+static void
+srv_render(FILE *f, void *arg)
+{
+	struct server	*srv = arg;
+	struct session	*s;
+	struct snapshot	 snap;
+	const char	*name;
+	uint64_t	 v;
+	size_t		 i;
+
+	memset(&snap, 0, sizeof snap);
+	TAILQ_FOREACH(s, &srv->sessions, entry) {
+		if (s->conn != NULL)
+			snap.connected++;
+		else
+			snap.detached++;
+		snap.locks += table_sess_nlocks(s->ts);
+		snap.waiters += table_sess_nwaiters(s->ts);
+	}
+	snap.conns = srv->nconns;
+	snap.epoch = srv->epoch;
+	snap.grace = srv->grace != 0;
+	snap.stats = srv->stats;
+
+	for (i = 0; i < sizeof metric_rows / sizeof metric_rows[0]; i++) {
+		name = metric_rows[i].name;
+		if (metric_rows[i].help != NULL)
+			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name,
+			    metric_rows[i].help, name, metric_rows[i].type);
+		memcpy(&v, (const char *)&snap + metric_rows[i].off, sizeof v);
+		if (metric_rows[i].labels != NULL)
+			fprintf(f, "%s{%s} %" PRIu64 "\n", name,
+			    metric_rows[i].labels, v);
+		else
+			fprintf(f, "%s %" PRIu64 "\n", name, v);
+	}
+	/* The only fractional one, so it stays out of the table. */
+	fprintf(f, "# HELP wslockd_uptime_seconds Seconds since wslockd "
+	    "started.\n# TYPE wslockd_uptime_seconds gauge\n"
+	    "wslockd_uptime_seconds %.3f\n",
+	    (now_ms() - srv->started) / 1000.0);
+}
+
+/* Listen for scrapes; never take over the Unix socket of a live server. */
+static void
+metrics_open(struct server *srv, const char *spec)
+{
+	struct wsl_addr		 a;
+	struct sockaddr_un	 sun;
+	struct epoll_event	 ev;
+	struct listener		*l;
+	int			 fds[MAX_LISTEN], n, i, r;
+
+	if (wsl_addr_parse(spec, &a) < 0)
+		fatalx("bad metrics address '%s'", spec);
+	if (a.family == AF_UNIX) {
+		memset(&sun, 0, sizeof sun);
+		sun.sun_family = AF_UNIX;
+		memcpy(sun.sun_path, a.host, strlen(a.host));
+		if ((r = unix_prepare(&sun)) < 0)
+			fatalx("metrics %s: %s", spec, r == -EADDRINUSE ?
+			    "another server is listening there" :
+			    strerror(-r));
+	}
+	if ((n = metrics_listen(spec, fds, MAX_LISTEN)) < 0)
+		fatalx("metrics %s: %s", spec, n == -EINVAL ?
+		    "cannot resolve the address" : strerror(-n));
+	for (i = 0; i < n; i++) {
+		l = &srv->mlisteners[srv->nmlisteners++];
+		l->ev.kind = EV_METRICS;
+		l->fd = fds[i];
+		l->is_unix = a.family == AF_UNIX;
+		snprintf(l->name, sizeof l->name, "%s", spec);
+		ev.events = EPOLLIN;
+		ev.data.ptr = l;
+		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, l->fd, &ev) < 0)
+			fatal("epoll_ctl");
+		if (!l->is_unix)
+			log_tcp_port(l->fd, "serving metrics on");
+	}
+	log_info("serving metrics on %s", spec);
 }
 
 static void
@@ -1206,6 +1381,9 @@ server_init(struct server *srv, const struct server_conf *conf)
 
 	for (p = conf->listen; *p != NULL; p++)
 		listen_one(srv, *p);
+	if (conf->metrics != NULL)
+		metrics_open(srv, conf->metrics);
+	srv->started = now_ms();
 
 	/* Clients that had sessions before the restart may reclaim. */
 	srv->npending = state_nclients(srv->state);
@@ -1237,6 +1415,11 @@ server_shutdown(struct server *srv)
 		close(srv->listeners[i].fd);
 		if (srv->listeners[i].is_unix)
 			unlink(srv->listeners[i].name + 5);
+	}
+	for (i = 0; i < srv->nmlisteners; i++) {
+		close(srv->mlisteners[i].fd);
+		if (srv->mlisteners[i].is_unix)
+			unlink(srv->mlisteners[i].name + 5);
 	}
 	while ((c = TAILQ_FIRST(&srv->conns)) != NULL)
 		conn_close(srv, c, NULL);
@@ -1288,6 +1471,10 @@ server_run(const struct server_conf *conf)
 			switch (e->kind) {
 			case EV_LISTEN:
 				listener_accept(&srv, (struct listener *)e);
+				break;
+			case EV_METRICS:
+				metrics_serve(((struct listener *)e)->fd,
+				    srv_render, &srv);
 				break;
 			case EV_SIGNAL:
 				signal_fire(&srv);
