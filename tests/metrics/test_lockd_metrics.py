@@ -173,7 +173,7 @@ def moved(before, after):
 
 @pytest.fixture
 def env(tmp_path):
-    for p in (WSLOCKD, lockdlib.LOCKCLIENT):
+    for p in (WSLOCKD, WSCTL, lockdlib.LOCKCLIENT):
         if not os.access(p, os.X_OK):
             pytest.skip(f"{p} not built (run make check)")
     e = Env(tmp_path)
