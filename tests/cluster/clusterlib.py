@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -266,7 +267,12 @@ def finish(p, timeout=120):
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         p.kill()
-        out, err = p.communicate()
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            # Stuck in a filesystem request SIGKILL cannot end; the
+            # cluster's teardown kills the daemon, which frees it.
+            out, err = "", "(does not die: stuck in the filesystem)"
         raise ClusterError(f"{p.args} timed out after {timeout}s\n{out}{err}")
     if p.returncode != 0:
         raise ClusterError(f"{p.args}: exit {p.returncode}\n{out}{err}")
@@ -285,6 +291,70 @@ def wait_line(p, word, timeout=30):
         if f and f[0][1] == word:
             return f[0]
     raise ClusterError(f"no '{word}' from {p.args} in {timeout}s")
+
+
+class Reader:
+    """Collects a worker's output lines as they come, in a thread, so a
+    test can watch several workers at once."""
+
+    def __init__(self, p):
+        self.p = p
+        self.lines = []
+        self.errors = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        self.errthread = threading.Thread(target=self._run_err, daemon=True)
+        self.errthread.start()
+
+    def _run(self):
+        for line in self.p.stdout:
+            for f in lines(line):
+                with self.lock:
+                    self.lines.append(f)
+
+    def _run_err(self):
+        for line in self.p.stderr:
+            with self.lock:
+                self.errors.append(line.rstrip("\n"))
+
+    def get(self, word=None, after=0.0):
+        with self.lock:
+            return [f for f in self.lines
+                    if (word is None or f[1] == word) and f[0] > after]
+
+    def wait(self, word, after=0.0, count=1, timeout=30):
+        """Wait for count lines with word, later than after; returns
+        them."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.get(word, after)
+            if len(got) >= count:
+                return got
+            if self.p.poll() is not None and not self.thread.is_alive():
+                break
+            time.sleep(0.02)
+        raise ClusterError(f"{self.p.args}: {count} '{word}' after "
+                           f"{after:.3f} not seen in {timeout}s; last "
+                           f"lines {self.get()[-5:]}; exit status "
+                           f"{self.p.poll()}; stderr {self.errors[-10:]}")
+
+    def stop(self, timeout=60):
+        """SIGTERM the worker and wait; returns its exit status."""
+        if self.p.poll() is None:
+            self.p.terminate()
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                raise ClusterError(f"{self.p.args} hangs in the "
+                                   f"filesystem; last lines "
+                                   f"{self.get()[-5:]}")
+        self.thread.join(timeout=10)
+        return self.p.returncode
 
 
 # The record files.

@@ -11,7 +11,8 @@ against what it did itself (cut a link, kill a daemon).
   append PATH NODE [--count N | --duration S] [--fsync] [--keep-going]
          [--interval S] [--first SEQ]
       O_APPEND writes of one checksummed record each; prints "ok SEQ"
-      (after fsync with --fsync) or "err SEQ ERRNAME" per record.
+      (after fsync with --fsync) or "err SEQ ERRNAME" per record; SIGTERM
+      stops it after the current record.
   pwrite PATH NODE COUNT
       take lockf on the whole file, pwrite a fixed-size record at the
       current end, unlock; COUNT times.
@@ -101,7 +102,11 @@ def cmd_append(args):
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     end = time.monotonic() + duration if duration is not None else None
     failed = 0
-    while True:
+    # SIGTERM ends the run after the record being written, so that what
+    # was printed is exactly what was written.
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    while not stop:
         if count is not None and seq >= count:
             break
         if end is not None and time.monotonic() >= end:
