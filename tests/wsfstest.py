@@ -88,18 +88,25 @@ def _abort_connection(mnt):
         pass
 
 
-def unmount(mnt, timeout=10.0):
-    """Unmount mnt: fusermount3 -u, then umount -l as the last resort.
-    Returns True if nothing is mounted on mnt afterwards."""
+def unmount(mnt, timeout=10.0, report=None):
+    """Unmount mnt: fusermount3 -u, then umount, then umount -l as the last
+    resort. Returns True if nothing is mounted on mnt afterwards. If report
+    is a list, what each attempt said is appended to it."""
     if mountinfo(mnt) is None:
         return True
     for cmd in (["fusermount3", "-u", mnt], ["umount", mnt],
                 ["umount", "-l", mnt]):
         try:
-            subprocess.run(cmd, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=timeout)
+            r = subprocess.run(cmd, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True,
+                               timeout=timeout)
+            said = f"{' '.join(cmd[:-1])}: exit {r.returncode} " \
+                f"{r.stdout.strip()}"
         except subprocess.TimeoutExpired:
+            said = f"{' '.join(cmd[:-1])}: timed out"
             _abort_connection(mnt)
+        if report is not None:
+            report.append(said)
         if mountinfo(mnt) is None:
             return True
     return mountinfo(mnt) is None
@@ -267,7 +274,8 @@ class Mount:
         daemon's exit status (None if it had to be killed)."""
         status = None
         errors = []
-        if self.mnt and not unmount(self.mnt):
+        said = []
+        if self.mnt and not unmount(self.mnt, report=said):
             errors.append(f"could not unmount {self.mnt}: " +
                           _busy(self.mnt))
         if self.proc is not None:
@@ -275,7 +283,8 @@ class Mount:
                 status = self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 errors.append(f"wsfs pid {self.proc.pid} did not exit "
-                              "after unmount; killed; its threads:\n" +
+                              f"after unmount ({'; '.join(said)}); killed; "
+                              "its threads:\n" +
                               _threads(self.proc.pid))
                 for sig in (signal.SIGTERM, signal.SIGKILL):
                     try:
