@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import wsfstest  # noqa: E402
 
 SCRIPT = os.path.join(wsfstest.SRCDIR, "scripts", "cluster")
-WORKER = os.path.join(HERE, "worker.py")
+WORKER = os.path.join(HERE, "clusterworker.py")
 PYTHON = wsfstest.PYTHON
 
 LONG = os.environ.get("WSFS_LONG") == "1"
@@ -359,7 +359,7 @@ class Reader:
 
 # The record files.
 sys.path.insert(0, HERE)
-from worker import RECSIZE, fixed_record, record  # noqa: E402
+from clusterworker import RECSIZE, fixed_record, record  # noqa: E402
 
 
 def parse_records(data):
