@@ -125,6 +125,7 @@ def test_bad_environment(cluster_env):
     try:
         for var, val in (("CLUSTER_NODES", "abc"), ("CLUSTER_NODES", "0"),
                          ("LOCK_TIMEOUT", "soon"), ("CLUSTER_DIR", "rel"),
+                         ("CLUSTER_DIR", "/tmp/a,b"),
                          ("CLUSTER_NAME", "a/b")):
             env = dict(c.env, **{var: val})
             p = subprocess.run([SCRIPT, "up"], env=env, capture_output=True,
