@@ -92,6 +92,9 @@ class ClassStats:
         self.iterations = 0
         self.escapes = 0
         self.failures = 0          # hangs, wrong errnos: bugs, not escapes
+        self.residual = 0          # documented residuals (README, Security):
+                                   # the caller reaches only what it could
+                                   # open directly with its own rights
         self.errnos = collections.Counter()
         self.racer_rounds = 0
         self.details = []
@@ -114,11 +117,13 @@ STATS = {c: ClassStats() for c in CLASSES}
 def summary_table():
     lines = ["wsfs attack suite: per-class results",
              f"{'class':>5}  {'iterations':>10}  {'escapes':>7}  "
-             f"{'failures':>8}  {'racer rounds':>12}  description"]
+             f"{'failures':>8}  {'residual':>8}  {'racer rounds':>12}  "
+             "description"]
     for c, name in CLASSES.items():
         s = STATS[c]
         lines.append(f"{c:>5}  {s.iterations:>10}  {s.escapes:>7}  "
-                     f"{s.failures:>8}  {s.racer_rounds:>12}  {name}")
+                     f"{s.failures:>8}  {s.residual:>8}  "
+                     f"{s.racer_rounds:>12}  {name}")
     total_e = sum(s.escapes for s in STATS.values())
     total_i = sum(s.iterations for s in STATS.values())
     lines.append(f"total  {total_i:>10}  {total_e:>7}")
@@ -852,14 +857,36 @@ def run_op(layout, stats, name, fn, found):
     return True
 
 
-def check_round(layout, stats, what, found):
+def check_round(layout, stats, what, found, residual=None):
     """After one attack: canaries intact and nothing read. Counts an
-    escape and rebuilds the canaries if not. Returns True if clean."""
+    escape and rebuilds the canaries if not. Returns True if clean.
+    residual(bad) may classify a violation as a documented residual
+    instead (counted apart, not an escape)."""
     bad = found + layout.check()
     if bad:
-        stats.escape(f"{what}: " + "; ".join(bad[:4]))
+        if residual is not None and residual(bad):
+            stats.residual += 1
+            if len(stats.notes) < 12:
+                stats.notes.append(f"residual: {what}: {bad[0][:200]}")
+        else:
+            stats.escape(f"{what}: " + "; ".join(bad[:4]))
         layout.restore()
         return False
+    return True
+
+
+def only_reads(bad, paths=None):
+    """True if every violation in bad is a read of a canary (its content
+    seen, or only its atime moved), of one of paths if given."""
+    for b in bad:
+        if b.startswith("canary content read via") or \
+                b.startswith("outside dir listed via"):
+            continue
+        p, sep, rest = b.partition(": changed: ")
+        if not sep or not rest.startswith("atime ") or ", " in rest:
+            return False
+        if paths is not None and p not in paths:
+            return False
     return True
 
 

@@ -8,7 +8,8 @@
 # ITERATIONS (default 100000) is the target for the classes whose iteration
 # is one operation. Classes whose iteration is heavier get a share of it:
 # 6 (seven operations as root and as another user, each in a forked
-# child) and 8 (a forked child per case) ITERATIONS/50, 7 (every tenth
+# child, the canaries rebuilt after each) ITERATIONS/200, 8 (a forked child
+# per case) ITERATIONS/50, 7 (every tenth
 # iteration blocks 32 FIFO openers) ITERATIONS/10, 11 (a round of 80
 # blocked FIFO opens, 64 readers, 128 lock waiters) ITERATIONS/2000, at
 # least 2. ATTACK_ITERATIONS_<class> in the environment overrides any class.
@@ -28,7 +29,7 @@ esac
 : "${WSFS_SRCDIR:=$top}"
 export WSFS_BUILDDIR WSFS_SRCDIR
 export ATTACK_ITERATIONS="$n"
-export ATTACK_ITERATIONS_6="${ATTACK_ITERATIONS_6:-$((n / 50 > 2 ? n / 50 : 2))}"
+export ATTACK_ITERATIONS_6="${ATTACK_ITERATIONS_6:-$((n / 200 > 2 ? n / 200 : 2))}"
 export ATTACK_ITERATIONS_8="${ATTACK_ITERATIONS_8:-$((n / 50 > 8 ? n / 50 : 8))}"
 export ATTACK_ITERATIONS_7="${ATTACK_ITERATIONS_7:-$((n / 10 > 10 ? n / 10 : 10))}"
 export ATTACK_ITERATIONS_11="${ATTACK_ITERATIONS_11:-$((n / 2000 > 2 ? n / 2000 : 2))}"
