@@ -7,11 +7,12 @@
 #
 # ITERATIONS (default 100000) is the target for the classes whose iteration
 # is one operation. Classes whose iteration is heavier get a share of it:
-# 6 (seven operations as root and as another user, each in a forked
-# child, the canaries rebuilt after each) ITERATIONS/200, 8 (a forked child
-# per case) ITERATIONS/50, 7 (every tenth
-# iteration blocks 32 FIFO openers) ITERATIONS/10, 11 (a round of 80
-# blocked FIFO opens, 64 readers, 128 lock waiters) ITERATIONS/2000, at
+# 6 (seven operations through a planted hard link, as root and as another
+# user in a forked child, the canaries rebuilt after each) ITERATIONS/200,
+# 8 (a forked child per case) ITERATIONS/50, 7 (every tenth iteration
+# blocks 32 FIFO openers) ITERATIONS/10, 11 (a round of 80 blocked FIFO
+# opens, 64 readers, 128 lock waiters, or 64 reads of throttled storage)
+# ITERATIONS/2000, at
 # least 2. ATTACK_ITERATIONS_<class> in the environment overrides any class.
 # Set WSFS_BUILDDIR to test another build (default: this tree); copy the
 # binary away first if the tree may be rebuilt during the run.
