@@ -14,9 +14,13 @@
  * if a racer moved the subtree elsewhere, the walk restarts from the top,
  * which stays pinned, rather than go where ".." now leads.
  *
- * Files are unlinked in io_uring batches when the kernel allows it. The
- * ring is private to one walk and used synchronously (submit a batch, reap
- * it), so it lives here instead of in the daemon's event-driven uring code.
+ * Files are unlinked with plain unlinkat by default. io_uring batches are
+ * available (sweep_use_uring) but measured slower here: unlink holds the
+ * parent directory's lock across the filesystem's work, so a batch of
+ * unlinks in one directory runs one at a time in io-wq threads and only
+ * adds their hand-offs (see scripts/bench-sweep). The ring is private to
+ * one walk and used synchronously, so it lives here rather than in the
+ * daemon's event-driven uring code.
  */
 #include "config.h"
 
@@ -91,7 +95,7 @@ struct walk {
 	size_t		 nmounts;
 };
 
-static int	sweep_uring = 1;
+static int	sweep_uring;
 
 void
 sweep_use_uring(int on)
@@ -714,7 +718,12 @@ sweep_trash_move(int base_fd, const char *name, char *trash, size_t trashlen)
 	/* Keep within NAME_MAX whatever the name's length. */
 	snprintf(trash, trashlen, "%.200s.%016llx", name,
 	    (unsigned long long)nonce);
-	if (renameat2(base_fd, name, tfd, trash, RENAME_NOREPLACE) < 0) {
+	/*
+	 * NFS and FUSE filesystems may not know RENAME_NOREPLACE; the 64-bit
+	 * random nonce is what keeps the name unused there.
+	 */
+	if (renameat2(base_fd, name, tfd, trash, RENAME_NOREPLACE) < 0 &&
+	    (errno != EINVAL || renameat(base_fd, name, tfd, trash) < 0)) {
 		r = -errno;
 		goto out;
 	}

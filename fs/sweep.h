@@ -90,7 +90,12 @@ int	sweep_empty_trash(int base_fd, struct sweep_stats *st,
  */
 int	sweep_tree_size(int dirfd, const char *name, uint64_t *bytes);
 
-/* Use io_uring unlinkat batches when the kernel allows it (default on). */
+/*
+ * Unlink files in io_uring batches (when the kernel allows it) instead of
+ * one unlinkat at a time. Default off: unlinks in one directory serialise
+ * on its lock, and on the machines measured the batches were slower.
+ * Process-wide; set it before sweeping.
+ */
 void	sweep_use_uring(int on);
 
 /* The scratch sweeper. */

@@ -40,7 +40,7 @@ cmd_sweep(int argc, char **argv)
 		{ "base",	required_argument,	NULL, 'b' },
 		{ "dry-run",	no_argument,		NULL, 'n' },
 		{ "ttl-hours",	required_argument,	NULL, 't' },
-		{ "no-uring",	no_argument,		NULL, 'U' },
+		{ "uring",	no_argument,		NULL, 'U' },
 		{ NULL,		0,			NULL, 0 }
 	};
 	struct scratch_base	*sb = NULL;
@@ -66,7 +66,7 @@ cmd_sweep(int argc, char **argv)
 			ttl_opt = optarg;
 			break;
 		case 'U':
-			sweep_use_uring(0);
+			sweep_use_uring(1);
 			break;
 		default:
 			return wsctl_usage_error("sweep", "unknown or "

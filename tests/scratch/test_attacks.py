@@ -43,7 +43,7 @@ def test_racer_swaps_symlinks_and_renames(env, uring):
     changes and the workspace is gone in the end."""
     before = snapshot(env.canary)
     rounds = 20 if LONG else 3
-    extra = [] if uring else ["--no-uring"]
+    extra = ["--uring"] if uring else []
     for r in range(rounds):
         wid, path = create(env.base, "conversation")
         populate(path, dirs=40, depth=4, files=15)
@@ -195,7 +195,7 @@ def test_deep_tree_bounded_fds(env, uring):
     depth = 100000 if LONG else 10000
     wid, path = create(env.base, "conversation")
     build_deep(path, depth)
-    extra = [] if uring else ["--no-uring"]
+    extra = ["--uring"] if uring else []
     # 64 descriptors for a tree thousands of levels deep.
     p = subprocess.run(["prlimit", "--nofile=64:64", WSCTL, "sweep",
                         "--base", env.base, "--ttl-hours", "0"] + extra,

@@ -134,7 +134,13 @@ def test_steady_activity_outlives_short_ttl(env, smount):
 @needs_timer
 def test_wsfs_sweeps_on_its_timer(env, smount):
     m = smount(scratch_ttl_hours="0.0003", sweep_interval_minutes="0.01")
-    idle, _ = create(env.base, "conversation")
+    # Another user's workspace with a directory nobody may enter: the
+    # daemon's sweeper needs the capabilities it kept to remove it.
+    idle, _ = create(env.base, "conversation", owner="nobody")
+    locked = os.path.join(env.base, idle, "locked")
+    os.makedirs(os.path.join(locked, "sub"))
+    open(os.path.join(locked, "sub", "f"), "w").close()
+    os.chmod(locked, 0)
     busy, _ = create(env.base, "conversation")
     f = open(os.path.join(m.mnt, busy, "open"), "w")
     try:

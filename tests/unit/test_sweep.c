@@ -389,9 +389,9 @@ test_remove_deep(void **state)
 	low.rlim_cur = before + 48;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
 	memset(&st, 0, sizeof st);
-	sweep_use_uring(0);
-	assert_int_equal(sweep_remove_tree(t.fd, "deep", &st), 0);
 	sweep_use_uring(1);
+	assert_int_equal(sweep_remove_tree(t.fd, "deep", &st), 0);
+	sweep_use_uring(0);
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 	assert_int_equal(st.dirs, depth + 1);
 	assert_int_equal(st.files, depth / 100);
@@ -434,7 +434,9 @@ test_remove_deep_branches(void **state)
 	}
 	close(fd);
 	memset(&st, 0, sizeof st);
+	sweep_use_uring(1);
 	assert_int_equal(sweep_remove_tree(t.fd, "comb", &st), 0);
+	sweep_use_uring(0);
 	assert_int_equal(st.files, depth);
 	/* root, the "a" chain, and each "b" with its "s" chain */
 	assert_int_equal(st.dirs, 1 + depth + depth + (depth / 3) * branch +
