@@ -56,6 +56,24 @@ struct glock {
 	uint64_t		 gen;		/* bumped at every acquire */
 	TAILQ_ENTRY(glock)	 idle;		/* held, no users */
 	int			 on_idle;
+	TAILQ_HEAD(, glock_defer) deferred;	/* operations parked on it */
+	TAILQ_ENTRY(glock)	 dlink;		/* on gl.deferred */
+	int			 on_deferred;
+};
+
+/*
+ * An operation that must not hold a FUSE worker while it waits: called
+ * back from the worker thread once the lock is held or the wait failed.
+ */
+struct glock_defer {
+	void			(*fn)(void *, struct glock *, int);
+	void			*arg;
+	int			 mode;
+	uint64_t		 deadline;
+	struct inode		*in;		/* for the log */
+	struct glock		*g;		/* result, for the callback */
+	int			 err;
+	TAILQ_ENTRY(glock_defer) entry;
 };
 
 static struct {
@@ -65,9 +83,11 @@ static struct {
 	TAILQ_HEAD(glock_idle, glock) idle;	/* oldest use last */
 	unsigned long		 count;
 	uint64_t		 revoke_due;	/* a revoked lock's hold ends */
+	TAILQ_HEAD(, glock)	 deferred;	/* locks with parked operations */
 } gl = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.idle = TAILQ_HEAD_INITIALIZER(gl.idle),
+	.deferred = TAILQ_HEAD_INITIALIZER(gl.deferred),
 };
 
 static int
@@ -124,6 +144,8 @@ glock_valid_locked(struct glock *g, int mode)
 }
 
 static void glock_done(struct cluster_waiter *w, int status, uint64_t token);
+static void glock_kick_locked(struct glock *g, uint64_t now);
+static void glock_kick_all_locked(uint64_t now);
 
 static struct glock *
 glock_find_locked(ino_t ino, int create)
@@ -137,6 +159,7 @@ glock_find_locked(ino_t ino, int create)
 		return NULL;
 	g->w.done = glock_done;
 	g->ino = ino;
+	TAILQ_INIT(&g->deferred);
 	g->keylen = cluster_key('g', ino, g->key, sizeof g->key);
 	if ((slot = tsearch(g, &gl.tree, glock_cmp)) == NULL) {
 		free(g);
@@ -195,6 +218,7 @@ glock_done(struct cluster_waiter *w, int status, uint64_t token)
 		log_limited(LOG_WARNING, "glock-refused", "node %s: lock %s "
 		    "refused: %s", wsfs.conf.node, g->key, strerror(-status));
 	g->want = 0;
+	glock_kick_locked(g, cluster_now_ms());
 	pthread_cond_broadcast(&gl.cond);
 	pthread_mutex_unlock(&gl.lock);
 	/* Another node may have changed it while we did not hold it. */
@@ -246,6 +270,7 @@ glock_do_release(void *arg)
 	g->revoke = 0;
 	g->releasing = 0;
 	glock_idle_del_locked(g);
+	glock_kick_locked(g, cluster_now_ms());
 	pthread_cond_broadcast(&gl.cond);
 	/* Nobody uses or waits for it: forget it, so memory stays bounded. */
 	if (g->users == 0 && g->waiters == 0 && g->want == 0) {
@@ -312,6 +337,7 @@ void
 glock_state_changed(void)
 {
 	pthread_mutex_lock(&gl.lock);
+	glock_kick_all_locked(cluster_now_ms());
 	pthread_cond_broadcast(&gl.cond);
 	pthread_mutex_unlock(&gl.lock);
 }
@@ -342,6 +368,8 @@ glock_tick(void)
 			break;
 		glock_maybe_release_locked(g, now);
 	}
+	/* Parked operations: retries after a grace refusal, and deadlines. */
+	glock_kick_all_locked(now);
 	if (gl.revoke_due != 0)
 		next = gl.revoke_due > now ? (int)(gl.revoke_due - now) : 0;
 	pthread_mutex_unlock(&gl.lock);
@@ -368,11 +396,108 @@ glock_log_timeout(struct inode *in, const char *key)
 	    path[0] ? path : "?", in ? (unsigned long long)in->ws : 0, key);
 }
 
+/* Find or make the lock of a backing inode and remember how to reach it. */
+static struct glock *
+glock_prepare_locked(ino_t ino, struct inode *in)
+{
+	struct glock	*g;
+
+	if ((g = glock_find_locked(ino, 1)) == NULL)
+		return NULL;
+	if (in != NULL) {
+		g->nodeid = (fuse_ino_t)(uintptr_t)in;
+		if (g->fh == NULL && in->fh != NULL &&
+		    (g->fh = malloc(sizeof *in->fh + in->fh->handle_bytes)))
+			memcpy(g->fh, in->fh, sizeof *in->fh +
+			    in->fh->handle_bytes);
+	}
+	return g;
+}
+
+/*
+ * One step of taking g in mode: 1 if held now (one more user), 0 if the
+ * caller must wait (a request is on its way), or -errno.
+ */
+static int
+glock_step_locked(struct glock *g, int mode, uint64_t now)
+{
+	struct wslock_range	r;
+	int			ret;
+
+	if (glock_valid_locked(g, mode) && (!g->revoke ||
+	    now < g->acquired_ms + GLOCK_MIN_HOLD_MS || g->users > 0)) {
+		g->users++;
+		g->used_ms = now;
+		glock_idle_del_locked(g);
+		return 1;
+	}
+	if (!g->releasing && g->want == 0 && now >= g->retry_ms &&
+	    !(g->held >= mode && g->revoke)) {
+		g->want = mode > g->held ? mode : g->held;
+		glock_range(g, &r);
+		ret = wslock_lock(cluster_handle(), &r, g->want,
+		    WSLOCK_WAIT | WSLOCK_CACHED, &g->w, &g->reqid);
+		if (ret < 0) {
+			g->want = 0;
+			return ret;
+		}
+		cluster_wake();
+	}
+	return 0;
+}
+
+static void
+glock_defer_run(void *arg)
+{
+	struct glock_defer	*d = arg;
+
+	if (d->err != 0) {
+		stats_count(SC_LOCK_TIMEOUTS, 1);
+		glock_log_timeout(d->in, "(deferred)");
+	}
+	d->fn(d->arg, d->g, d->err);
+	free(d);
+}
+
+/* Hand parked operations of g their lock, or their failure. */
+static void
+glock_kick_locked(struct glock *g, uint64_t now)
+{
+	struct glock_defer	*d, *next;
+	int			 r;
+
+	for (d = TAILQ_FIRST(&g->deferred); d != NULL; d = next) {
+		next = TAILQ_NEXT(d, entry);
+		r = glock_step_locked(g, d->mode, now);
+		if (r == 0 && now < d->deadline)
+			continue;
+		TAILQ_REMOVE(&g->deferred, d, entry);
+		g->waiters--;
+		d->g = r == 1 ? g : NULL;
+		d->err = r == 1 ? 0 : -EIO;
+		cluster_defer(glock_defer_run, d);
+	}
+	if (TAILQ_EMPTY(&g->deferred) && g->on_deferred) {
+		TAILQ_REMOVE(&gl.deferred, g, dlink);
+		g->on_deferred = 0;
+	}
+}
+
+static void
+glock_kick_all_locked(uint64_t now)
+{
+	struct glock	*g, *next;
+
+	for (g = TAILQ_FIRST(&gl.deferred); g != NULL; g = next) {
+		next = TAILQ_NEXT(g, dlink);
+		glock_kick_locked(g, now);
+	}
+}
+
 /* Hold the lock of one backing inode; in (may be NULL) names it in logs. */
 static int
 glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 {
-	struct wslock_range	 r;
 	struct timespec		 ts;
 	struct glock		*g;
 	uint64_t		 now, deadline;
@@ -391,16 +516,9 @@ glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 	now = cluster_now_ms();
 	deadline = now + (uint64_t)(wsfs.conf.lock_timeout * 1000);
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_find_locked(ino, 1)) == NULL) {
+	if ((g = glock_prepare_locked(ino, in)) == NULL) {
 		pthread_mutex_unlock(&gl.lock);
 		return -ENOMEM;
-	}
-	if (in != NULL) {
-		g->nodeid = (fuse_ino_t)(uintptr_t)in;
-		if (g->fh == NULL && in->fh != NULL &&
-		    (g->fh = malloc(sizeof *in->fh + in->fh->handle_bytes)))
-			memcpy(g->fh, in->fh, sizeof *in->fh +
-			    in->fh->handle_bytes);
 	}
 	g->waiters++;
 	if (!glock_valid_locked(g, mode))
@@ -411,25 +529,8 @@ glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 			unlocked = 1;	/* read unlocked, as above */
 			break;
 		}
-		if (glock_valid_locked(g, mode) && (!g->revoke ||
-		    now < g->acquired_ms + GLOCK_MIN_HOLD_MS || g->users > 0)) {
-			g->users++;
-			g->used_ms = now;
-			glock_idle_del_locked(g);
+		if ((ret = glock_step_locked(g, mode, now)) != 0)
 			break;
-		}
-		if (!g->releasing && g->want == 0 && now >= g->retry_ms &&
-		    !(g->held >= mode && g->revoke)) {
-			g->want = mode > g->held ? mode : g->held;
-			glock_range(g, &r);
-			ret = wslock_lock(cluster_handle(), &r, g->want,
-			    WSLOCK_WAIT | WSLOCK_CACHED, &g->w, &g->reqid);
-			if (ret < 0) {
-				g->want = 0;
-				break;
-			}
-			cluster_wake();
-		}
 		if (now >= deadline) {
 			if (g->want != 0)
 				(void)wslock_cancel(cluster_handle(), g->reqid);
@@ -456,6 +557,73 @@ glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
 	if (!unlocked)
 		*out = g;
 	return 0;
+}
+
+/*
+ * Take the lock of in if that needs no waiting: 0 with *out (NULL when
+ * there is no lock service, or a read while it is away), or -EWOULDBLOCK
+ * with a request on its way: then park the operation with glock_defer.
+ */
+int
+glock_try(struct inode *in, int exclusive, struct glock **out)
+{
+	struct glock	*g;
+	int		 mode = exclusive ? WSLOCK_EXCLUSIVE : WSLOCK_SHARED;
+	int		 r;
+
+	*out = NULL;
+	if (!cluster_enabled() || (mode == WSLOCK_SHARED && cluster_degraded()))
+		return 0;
+	pthread_mutex_lock(&gl.lock);
+	if ((g = glock_prepare_locked(in->ino, in)) == NULL)
+		r = -ENOMEM;
+	else if ((r = glock_step_locked(g, mode, cluster_now_ms())) == 1) {
+		*out = g;
+		r = 0;
+	} else if (r == 0)
+		r = -EWOULDBLOCK;
+	pthread_mutex_unlock(&gl.lock);
+	return r;
+}
+
+/*
+ * Call fn(arg, g, 0) from the worker thread once in's lock is held (pair
+ * with glock_put), or fn(arg, NULL, -EIO) after lock_timeout; the FUSE
+ * worker that asked is free meanwhile.
+ */
+void
+glock_defer(struct inode *in, int exclusive,
+    void (*fn)(void *, struct glock *, int), void *arg)
+{
+	struct glock_defer	*d;
+	struct glock		*g;
+	uint64_t		 now = cluster_now_ms();
+
+	if ((d = calloc(1, sizeof *d)) == NULL) {
+		fn(arg, NULL, -ENOMEM);
+		return;
+	}
+	d->fn = fn;
+	d->arg = arg;
+	d->in = in;
+	d->mode = exclusive ? WSLOCK_EXCLUSIVE : WSLOCK_SHARED;
+	d->deadline = now + (uint64_t)(wsfs.conf.lock_timeout * 1000);
+	pthread_mutex_lock(&gl.lock);
+	if ((g = glock_prepare_locked(in->ino, in)) == NULL) {
+		pthread_mutex_unlock(&gl.lock);
+		free(d);
+		fn(arg, NULL, -ENOMEM);
+		return;
+	}
+	stats_count(SC_LOCK_WAITS, 1);
+	g->waiters++;
+	TAILQ_INSERT_TAIL(&g->deferred, d, entry);
+	if (!g->on_deferred) {
+		TAILQ_INSERT_TAIL(&gl.deferred, g, dlink);
+		g->on_deferred = 1;
+	}
+	glock_kick_locked(g, now);
+	pthread_mutex_unlock(&gl.lock);
 }
 
 int

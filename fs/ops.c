@@ -749,15 +749,56 @@ ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uring_read(req, ws_file(fi)->fd, size, off, g ? ws_io_read : NULL, g);
 }
 
+/* A write waiting for its cluster lock, with its own copy of the data. */
+struct ws_parked_write {
+	fuse_req_t	 req;
+	struct wsfile	*f;
+	size_t		 size;
+	off_t		 off;
+	char		 buf[];
+};
+
+static void
+ws_write_locked(void *arg, struct glock *g, int err)
+{
+	struct ws_parked_write	*pw = arg;
+
+	if (err < 0)
+		fuse_reply_err(pw->req, -err);
+	else {
+		if (pw->f->sgid_noexec)
+			ws_kill_sgid(pw->req, pw->f->fd);
+		uring_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
+		    g ? ws_io_written : NULL, g);
+	}
+	free(pw);
+}
+
 static void
 ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     off_t off, struct fuse_file_info *fi)
 {
-	struct wsfile	*f = ws_file(fi);
-	struct glock	*g;
-	int		 r;
+	struct wsfile		*f = ws_file(fi);
+	struct ws_parked_write	*pw;
+	struct glock		*g;
+	int			 r;
 
-	if ((r = glock_get(f->inode, 1, &g)) < 0) {
+	r = glock_try(f->inode, 1, &g);
+	if (r == -EWOULDBLOCK) {
+		/* Wait for the lock without holding this worker. */
+		if ((pw = malloc(sizeof *pw + size)) == NULL) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		pw->req = req;
+		pw->f = f;
+		pw->size = size;
+		pw->off = off;
+		memcpy(pw->buf, buf, size);
+		glock_defer(f->inode, 1, ws_write_locked, pw);
+		return;
+	}
+	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}

@@ -115,6 +115,14 @@ void		 control_stop(void);
  * no lock service is configured. Pair with glock_put(*out, wrote).
  */
 int		 glock_get(struct inode *in, int exclusive, struct glock **out);
+/*
+ * The same without holding the calling thread: glock_try answers at once
+ * (-EWOULDBLOCK: would wait), glock_defer calls fn(arg, g, err) later from
+ * another thread with the lock held (err 0) or -EIO after lock_timeout.
+ */
+int		 glock_try(struct inode *in, int exclusive, struct glock **out);
+void		 glock_defer(struct inode *in, int exclusive,
+		     void (*fn)(void *arg, struct glock *g, int err), void *arg);
 /* Exclusive locks on up to GLOCK_MAX inodes, in one global order. */
 #define GLOCK_MAX 4
 int		 glock_get_many(const ino_t *inos, struct inode *const *ins,

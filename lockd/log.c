@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -55,10 +56,22 @@ log_vmsg(int pri, const char *func, const char *fmt, va_list ap)
 			syslog(pri, "%s: %s", func, msg);
 		else
 			syslog(pri, "%s", msg);
-	} else if (pri == LOG_DEBUG)
-		fprintf(stderr, "%s: %s: %s\n", log_ident, func, msg);
-	else
-		fprintf(stderr, "%s: %s\n", log_ident, msg);
+	} else {
+		char	line[sizeof msg + 128];
+		int	n;
+
+		/* One write per line, so that threads never interleave. */
+		if (pri == LOG_DEBUG)
+			n = snprintf(line, sizeof line, "%s: %s: %s\n",
+			    log_ident, func, msg);
+		else
+			n = snprintf(line, sizeof line, "%s: %s\n", log_ident,
+			    msg);
+		if (n > (int)sizeof line - 1)
+			n = (int)sizeof line - 1;
+		if (n > 0 && write(STDERR_FILENO, line, (size_t)n) == -1)
+			(void)0;
+	}
 	errno = saved;
 }
 
