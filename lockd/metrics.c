@@ -7,11 +7,13 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,6 +67,9 @@ metrics_listen(const char *addr, int *fds, int max)
 			continue;
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
 		    sizeof one);
+		/* Wake the caller only once a request has arrived. */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one,
+		    sizeof one);
 		if (ai->ai_family == AF_INET6)
 			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
 			    sizeof one);
@@ -96,22 +101,33 @@ metrics_write_all(int fd, const char *p, size_t len)
 	}
 }
 
+/*
+ * The caller's loop serves lock clients too: a scraper gets 20 ms in all
+ * to send its request (TCP listeners wake us only once data is there)
+ * and a non-blocking socket for the answer, which fits its buffer.
+ */
 void
 metrics_serve(int listen_fd, void (*render)(FILE *, void *), void *arg)
 {
-	struct timeval	 tv = { 0, 100000 };
+	struct pollfd	 pfd;
 	char		 req[2048], *body = NULL, head[256];
 	size_t		 got = 0, blen = 0;
 	ssize_t		 n;
 	FILE		*f;
-	int		 fd, ok;
+	int		 fd, ok, waited = 0;
 
-	if ((fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC)) == -1)
+	if ((fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC |
+	    SOCK_NONBLOCK)) == -1)
 		return;
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	pfd.fd = fd;
+	pfd.events = POLLIN;
 	while (got < sizeof req - 1) {
 		n = read(fd, req + got, sizeof req - 1 - got);
+		if (n == -1 && errno == EAGAIN && waited < 20) {
+			(void)poll(&pfd, 1, 5);
+			waited += 5;
+			continue;
+		}
 		if (n <= 0)
 			break;
 		got += (size_t)n;
