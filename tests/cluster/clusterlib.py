@@ -28,6 +28,28 @@ PYTHON = wsfstest.PYTHON
 
 LONG = os.environ.get("WSFS_LONG") == "1"
 
+# The binaries the clusters run: copies taken once per session, so that a
+# rebuild in the tree during a run cannot swap a program under a test.
+BUILDDIR = wsfstest.BUILDDIR
+WSFS = wsfstest.WSFS
+WSLOCKD = wsfstest.WSLOCKD
+WSCTL = wsfstest.WSCTL
+PROGRAMS = ("fs/wsfs", "lockd/wslockd", "tools/wsctl")
+
+
+def snapshot_binaries():
+    """Copy the three programs into a temp build dir and use those.
+    Returns the dir (the caller removes it)."""
+    global BUILDDIR, WSFS, WSLOCKD, WSCTL
+    d = wsfstest.make_base("wsfs-cluster-bin-")
+    for prog in PROGRAMS:
+        os.makedirs(os.path.join(d, os.path.dirname(prog)), exist_ok=True)
+        shutil.copy2(os.path.join(wsfstest.BUILDDIR, prog),
+                     os.path.join(d, prog))
+    BUILDDIR = d
+    WSFS, WSLOCKD, WSCTL = (os.path.join(d, p) for p in PROGRAMS)
+    return d
+
 _serial = 0
 
 
@@ -58,7 +80,7 @@ def wsfs_has_lockd_client():
     Before the wsfs side of cluster locking landed it does not, and the
     tests that need it skip; once it does, a node that fails to connect
     is a failure, not a skip."""
-    with open(wsfstest.WSFS, "rb") as f:
+    with open(WSFS, "rb") as f:
         return b"wslock_open" in f.read()
 
 
@@ -87,7 +109,7 @@ class Cluster:
         self.name = f"wsct{os.getpid()}-{_serial}"
         self.env = dict(os.environ, CLUSTER_DIR=self.dir,
                         CLUSTER_NAME=self.name, CLUSTER_NODES=str(nodes),
-                        SOURCE=self.source, BUILDDIR=wsfstest.BUILDDIR,
+                        SOURCE=self.source, BUILDDIR=BUILDDIR,
                         LOCK_TIMEOUT=str(lock_timeout),
                         LEASE_MS=str(lease_ms))
         if grace_ms is not None:
@@ -197,7 +219,7 @@ class Cluster:
     # wslockd
     def locks(self):
         """wsctl locks --json over the lock server's Unix socket."""
-        p = subprocess.run([wsfstest.WSCTL, "locks", "--json", "--lockd",
+        p = subprocess.run([WSCTL, "locks", "--json", "--lockd",
                             self.lockd_unix], capture_output=True, text=True,
                            timeout=30)
         if p.returncode != 0:

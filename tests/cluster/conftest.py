@@ -2,6 +2,7 @@
 namespaces around one wslockd (scripts/cluster), always taken down again,
 also when the test fails."""
 import os
+import shutil
 import sys
 
 import pytest
@@ -13,10 +14,16 @@ import clusterlib  # noqa: E402
 
 @pytest.fixture(scope="session")
 def cluster_env():
-    """Skip, with the reason, where a cluster cannot run."""
+    """Skip, with the reason, where a cluster cannot run; run the session
+    on copies of the programs."""
     reason = clusterlib.environment_problem()
     if reason:
         pytest.skip(reason)
+    d = clusterlib.snapshot_binaries()
+    try:
+        yield
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def test_kill_node_holding_locks(cluster_factory):
     last = max(s for _, s in acked)
 
     # node2 writes the same file and takes the lock node1 held.
-    p = c.run_worker(2, "append", "ws/k", "node2", "--count", 1,
+    c.run_worker(2, "append", "ws/k", "node2", "--count", 1,
                      timeout=c.lease + 60, check=True)
     t_write = time.monotonic() - t_kill
     assert t_write <= c.lease + MARGIN, \

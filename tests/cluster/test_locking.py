@@ -12,7 +12,6 @@ import pytest
 
 import clusterlib
 from clusterlib import LONG, finish, lines, wait_line
-import wsfstest
 
 NODES = (1, 2, 3)
 
@@ -280,7 +279,7 @@ def test_sqlite_two_nodes(cluster):
 
 
 def wsctl_lock_has_workspace():
-    p = subprocess.run([wsfstest.WSCTL, "lock", "--help"],
+    p = subprocess.run([clusterlib.WSCTL, "lock", "--help"],
                        capture_output=True, text=True)
     return "--workspace" in p.stdout + p.stderr
 
@@ -291,7 +290,7 @@ def test_wsctl_lock_workspace_serializes(cluster):
     log = "ws/sections"
     put(cluster.path(1, "ws", "sections"), b"")
     body = f"echo start $N >> {log}; sleep 0.1; echo end $N >> {log}"
-    procs = [cluster.popen(n, ["env", f"N={n}.{i}", wsfstest.WSCTL, "lock",
+    procs = [cluster.popen(n, ["env", f"N={n}.{i}", clusterlib.WSCTL, "lock",
                                "--workspace", cluster.path(n, "ws"), "--",
                                "sh", "-c", body])
              for n in NODES for i in range(3)]

@@ -40,7 +40,7 @@ def namespaces(c):
 
 def reach(c, n, host):
     """Can node n talk to wslockd at host (authenticated, over TCP)?"""
-    p = c.run(n, [wsfstest.WSCTL, "locks", "--lockd", f"{host}:7420",
+    p = c.run(n, [clusterlib.WSCTL, "locks", "--lockd", f"{host}:7420",
                   "--key", c.keyfile], timeout=60)
     return p.returncode == 0, p.stderr
 
@@ -216,8 +216,8 @@ def test_failed_up_leaves_nothing(cluster_env, tmp_path):
     build = tmp_path / "build"
     for d in ("fs", "lockd", "tools"):
         (build / d).mkdir(parents=True)
-    (build / "lockd" / "wslockd").symlink_to(wsfstest.WSLOCKD)
-    (build / "tools" / "wsctl").symlink_to(wsfstest.WSCTL)
+    (build / "lockd" / "wslockd").symlink_to(clusterlib.WSLOCKD)
+    (build / "tools" / "wsctl").symlink_to(clusterlib.WSCTL)
     fake = build / "fs" / "wsfs"
     fake.write_text("#!/bin/sh\necho 'wsfs: refusing to start' >&2\n"
                     "exit 1\n")
@@ -249,7 +249,7 @@ def test_wsctl_lock_key_serializes_nodes(cluster_factory, tmp_path):
     for n in (1, 2, 3):
         for i in range(4):
             procs.append(c.popen(n, [
-                "env", f"N={n}.{i}", wsfstest.WSCTL, "lock", "--lockd",
+                "env", f"N={n}.{i}", clusterlib.WSCTL, "lock", "--lockd",
                 f"10.213.{n}.1", "--key", c.keyfile, "cluster-test",
                 "--", "sh", "-c", body]))
     for p in procs:
@@ -265,7 +265,7 @@ def test_wsctl_lock_key_serializes_nodes(cluster_factory, tmp_path):
 def test_lease_passed_to_lockd(cluster_factory):
     """LEASE_MS reaches wslockd: a session's lease never exceeds it."""
     c = cluster_factory(locking=False, nodes=1, lease_ms=4000)
-    p = c.popen(1, [wsfstest.WSCTL, "lock", "--lockd", "10.213.1.1",
+    p = c.popen(1, [clusterlib.WSCTL, "lock", "--lockd", "10.213.1.1",
                     "--key", c.keyfile, "k", "--", "sleep", "3"])
     deadline = time.monotonic() + 10
     rows = []
