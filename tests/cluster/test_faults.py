@@ -50,7 +50,7 @@ def test_kill_node_holding_locks(cluster_factory):
 
     # node2 writes the same file and takes the lock node1 held.
     c.run_worker(2, "append", "ws/k", "node2", "--count", 1,
-                     timeout=c.lease + 60, check=True)
+                 timeout=c.lease + 60, check=True)
     t_write = time.monotonic() - t_kill
     assert t_write <= c.lease + MARGIN, \
         f"node2 waited {t_write:.1f}s for the dead node's write lock"
