@@ -301,3 +301,19 @@ def test_wsctl_lock_workspace_serializes(cluster):
     for i in range(0, len(got), 2):
         a, b = got[i].split(), got[i + 1].split()
         assert a[0] == "start" and b == ["end", a[1]], got
+
+
+@pytest.mark.parametrize("kind", ["lockf", "flock", "ofd"])
+def test_lock_released_when_holder_dies(cluster, kind):
+    """A process killed while holding a lock loses it at once, as with
+    local locks; the other node does not wait for a lease."""
+    put(cluster.path(1, "ws", "die"), b"")
+    h = hold(cluster, 1, "ws/die", kind, 0, 0)
+    assert attempt(cluster, 2, "ws/die", kind, 0, 0)[0] == "busy"
+    h.kill()
+    h.wait(timeout=30)
+    t0 = time.monotonic()
+    while attempt(cluster, 2, "ws/die", kind, 0, 0) != ("ok",):
+        assert time.monotonic() - t0 < 3, \
+            f"{kind} lock of a dead process still held after 3 s"
+        time.sleep(0.1)
