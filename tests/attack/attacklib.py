@@ -208,6 +208,19 @@ def open_by_handle_at(mountfd, htype, hbytes, flags):
                                ctypes.c_int(flags)), "open_by_handle_at")
 
 
+def slurp(path, dir_fd=None, flags=os.O_RDONLY):
+    """Open path (through the mount), return what it shows: bytes for a
+    file, ("names", [...]) for a directory; the fd is always closed (a
+    leaked fd on the mount keeps its connection alive after unmount)."""
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            return ("names", os.listdir(fd))
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
 def errname(e):
     return errno.errorcode.get(e, str(e))
 
@@ -739,15 +752,18 @@ def path_ops(layout, d, f, sub):
     def new(what):
         return os.path.join(d, L.atk(what))
 
+    def write_to(path, flags):
+        fd = os.open(path, flags, 0o644)
+        try:
+            os.write(fd, b"attack")
+        finally:
+            os.close(fd)
+
     def create():
-        fd = os.open(new("c"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        os.write(fd, b"attack")
-        os.close(fd)
+        write_to(new("c"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
 
     def create_existing():
-        fd = os.open(f, os.O_CREAT | os.O_WRONLY, 0o644)
-        os.write(fd, b"attack")
-        os.close(fd)
+        write_to(f, os.O_CREAT | os.O_WRONLY)
 
     def open_trunc():
         fd = os.open(f, os.O_WRONLY | os.O_TRUNC)

@@ -116,8 +116,31 @@ def _start(layout, opts=None):
     return m
 
 
+def _leaked_fds(dev):
+    """fds of this process still open on the mount: a leak keeps the FUSE
+    connection alive after the unmount (the daemon then cannot exit), so
+    the suite closes them and says so."""
+    out = []
+    for n in os.listdir("/proc/self/fd"):
+        try:
+            if os.fstat(int(n)).st_dev == dev:
+                out.append((int(n), os.readlink(f"/proc/self/fd/{n}")))
+        except OSError:
+            pass
+    return out
+
+
 def _finish(m):
     status = None
+    leaked = _leaked_fds(m.dev)
+    for fd, _ in leaked:
+        os.close(fd)
+    if leaked:
+        try:
+            m.stop()
+        finally:
+            pytest.fail(f"the test leaked fds on the mount: {leaked}",
+                        pytrace=False)
     try:
         status = m.stop()
     except wsfstest.MountError as e:

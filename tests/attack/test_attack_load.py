@@ -44,12 +44,12 @@ def test_class11_many_blocking_clients(layout, amount):
             found = []
             # Hold both locks through the mount, then queue waiters.
             hold = os.open(L.ws_mnt("lockfile"), os.O_RDWR)
-            fcntl.fcntl(hold, fcntl.F_OFD_SETLK,
-                        struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
             hold2 = os.open(L.ws_mnt("lockfile"), os.O_RDWR)
-            fcntl.flock(hold2, fcntl.LOCK_EX)
             procs = []
             try:
+                fcntl.fcntl(hold, fcntl.F_OFD_SETLK,
+                            struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+                fcntl.flock(hold2, fcntl.LOCK_EX)
                 procs.append(start_blocker("read", L.ws_mnt("big"), 64, 8.0))
                 procs.append(start_blocker("ofdlock", L.ws_mnt("lockfile"),
                                            64))

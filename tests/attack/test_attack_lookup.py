@@ -117,29 +117,27 @@ def test_class3_dotdot_and_handles(layout, amount):
                         st3.errnos[A.errname(e.errno)] += 1
                         continue
                     st3.errnos["ok"] += 1
+                    fds = [fd]
                     try:
                         s = inspect_fd(L, m, fd, what, found) if \
                             flags != os.O_PATH else os.fstat(fd)
                         # Walk ".." up to the mount root: every step must
                         # stay on the mount.
-                        cur = fd
                         for _ in range(6):
                             if not stat.S_ISDIR(s.st_mode) or (
                                     s.st_dev, s.st_ino) == (
                                     mroot.st_dev, mroot.st_ino):
                                 break
-                            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY,
-                                         dir_fd=cur)
-                            if cur != fd:
-                                os.close(cur)
-                            cur = up
-                            s = inspect_fd(L, m, cur, what + " ..", found)
-                        if cur != fd:
-                            os.close(cur)
+                            fds.append(os.open("..", os.O_RDONLY |
+                                               os.O_DIRECTORY,
+                                               dir_fd=fds[-1]))
+                            s = inspect_fd(L, m, fds[-1], what + " ..",
+                                           found)
                     except OSError as e:
                         st3.errnos["walk " + A.errname(e.errno)] += 1
                     finally:
-                        os.close(fd)
+                        for x in fds:
+                            os.close(x)
                 st3.iterations += 1
                 A.check_round(L, st3, what, found)
     finally:
@@ -355,13 +353,14 @@ def test_class9_dir_moved_out(layout, amount, dest):
     os.symlink("../" + L.CF, os.path.join(mv, "up-cf"))
     os.symlink("..", os.path.join(mv, "up"))
     os.symlink("../../" + L.TOP, os.path.join(mv, "up2"))
-    holder = subprocess.Popen(["sleep", "600"], cwd=L.ws_mnt(mvname))
-    dfd = os.open(L.ws_mnt(mvname), os.O_RDONLY | os.O_DIRECTORY)
-    ffd = os.open(L.ws_mnt(mvname, "inner"), os.O_RDWR)
     away = os.path.join(outdir, mvname)
     total = A.iterations(9)
     obs = {}
+    holder = subprocess.Popen(["sleep", "600"], cwd=L.ws_mnt(mvname))
+    dfd = ffd = -1
     try:
+        dfd = os.open(L.ws_mnt(mvname), os.O_RDONLY | os.O_DIRECTORY)
+        ffd = os.open(L.ws_mnt(mvname, "inner"), os.O_RDWR)
         with A.Watchdog(L.mnt, 60 + total * 0.05, st9, "class 9"):
             # First, a still picture: moved out, what do fds see?
             os.rename(mv, away)
@@ -372,8 +371,8 @@ def test_class9_dir_moved_out(layout, amount, dest):
                     ("create via held fd", lambda: os.close(os.open(
                         L.atk("c"), os.O_CREAT | os.O_WRONLY, 0o644,
                         dir_fd=dfd))),
-                    ("open ../CF via held fd", lambda: os.open(
-                        "../" + L.CF, os.O_RDONLY, dir_fd=dfd)),
+                    ("open ../CF via held fd", lambda: A.slurp(
+                        "../" + L.CF, dir_fd=dfd)),
                     ("readlink up-cf", lambda: os.readlink(
                         "up-cf", dir_fd=dfd)),
                     ("cwd process alive", lambda: holder.poll() is None)]:
@@ -394,10 +393,8 @@ def test_class9_dir_moved_out(layout, amount, dest):
                             L.scan_names(os.listdir(dfd), "listdir held",
                                          found)
                         elif op == 1:
-                            fd = os.open("../" + L.CF, os.O_RDONLY,
-                                         dir_fd=dfd)
-                            L.scan(os.read(fd, 4096), "../CF", found)
-                            os.close(fd)
+                            L.scan(A.slurp("../" + L.CF, dir_fd=dfd),
+                                   "../CF", found)
                         elif op == 2:
                             for ln in ("up-cf", "up", "up2"):
                                 try:
@@ -410,24 +407,20 @@ def test_class9_dir_moved_out(layout, amount, dest):
                                     found.append(f"readlink {ln} -> {t!r}"
                                                  f" resolves to {view}")
                         elif op == 3:
-                            fd = os.open("up-cf", os.O_RDONLY, dir_fd=dfd)
-                            L.scan(os.read(fd, 4096), "follow up-cf", found)
-                            os.close(fd)
+                            L.scan(A.slurp("up-cf", dir_fd=dfd),
+                                   "follow up-cf", found)
                         elif op == 4:
-                            fd = os.open("up", os.O_RDONLY, dir_fd=dfd)
-                            L.scan_names(os.listdir(fd), "follow up", found)
-                            os.close(fd)
+                            r = A.slurp("up", dir_fd=dfd)
+                            L.scan_names(r[1], "follow up", found)
                         elif op == 5:
                             os.close(os.open(L.atk("c"), os.O_CREAT |
                                              os.O_WRONLY, 0o644, dir_fd=dfd))
                         elif op == 6:
-                            fd = os.open("up2", os.O_RDONLY, dir_fd=dfd)
-                            L.scan(os.read(fd, 4096), "follow up2", found)
-                            os.close(fd)
+                            L.scan(A.slurp("up2", dir_fd=dfd),
+                                   "follow up2", found)
                         else:
-                            fd = os.open("..", os.O_RDONLY, dir_fd=dfd)
-                            L.scan_names(os.listdir(fd), "listdir ..", found)
-                            os.close(fd)
+                            r = A.slurp("..", dir_fd=dfd)
+                            L.scan_names(r[1], "listdir ..", found)
                         st9.errnos["ok"] += 1
                     except OSError as e:
                         st9.errnos[A.errname(e.errno)] += 1
@@ -436,6 +429,7 @@ def test_class9_dir_moved_out(layout, amount, dest):
     finally:
         holder.kill()
         holder.wait()
-        os.close(dfd)
-        os.close(ffd)
+        for x in (dfd, ffd):
+            if x >= 0:
+                os.close(x)
     assert_clean(9)
