@@ -23,14 +23,26 @@ def fuse_env():
         pytest.skip(reason)
 
 
-def _finish(m, request):
-    """Stop a mount and fail the test if the daemon did not exit cleanly
-    (a crash or a sanitizer report makes the exit status non-zero)."""
-    status = m.stop()
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                   "runtime error:", "ThreadSanitizer")
+
+
+def _daemon_problem(m, status):
+    """Why the daemon's end is a failure, or None: a non-zero exit (a crash,
+    or a sanitizer abort) or a sanitizer report in its log."""
+    log = m.log() if os.path.exists(m.logpath) else ""
     if status not in (0, None):
-        log = m.log() if os.path.exists(m.logpath) else ""
-        pytest.fail(f"wsfs exited with status {status} after unmount; "
-                    f"log:\n{log}", pytrace=False)
+        return f"wsfs exited with status {status} after unmount; log:\n{log}"
+    if any(s in log for s in SANITIZER_MARKS):
+        return f"sanitizer report in the wsfs log:\n{log}"
+    return None
+
+
+def _finish(m, request):
+    """Stop a mount and fail the test if the daemon did not end cleanly."""
+    problem = _daemon_problem(m, m.stop())
+    if problem:
+        pytest.fail(problem, pytrace=False)
 
 
 class _Factory:
@@ -53,9 +65,9 @@ def mount_factory(fuse_env, request):
     failures = []
     for m in reversed(f.mounts):
         try:
-            status = m.stop()
-            if status not in (0, None):
-                failures.append(f"wsfs exited {status}; log:\n{m.log()}")
+            problem = _daemon_problem(m, m.stop())
+            if problem:
+                failures.append(problem)
         except wsfstest.MountError as e:
             failures.append(str(e))
         finally:
