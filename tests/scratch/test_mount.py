@@ -115,8 +115,9 @@ def test_activity_is_last_use_and_survives_remount(env, smount):
 
 @needs_use
 def test_steady_activity_outlives_short_ttl(env, smount):
-    """With a ttl of 1.8 s, a workspace touched through the mount every
-    0.3 s is never idle long enough; left alone, it goes."""
+    """With a ttl of 1.8 s, a workspace used through the mount every 0.3 s
+    (stat and readdir, no file left open) is never idle long enough; left
+    alone, it goes."""
     m = smount(scratch_ttl_hours="0.0005")
     wid, _ = create(env.base, "conversation")
     end = time.monotonic() + 5
@@ -126,8 +127,10 @@ def test_steady_activity_outlives_short_ttl(env, smount):
         p = sweep(env.base, "--ttl-hours", "0.0005")
         assert removed_count(p) == 0, p.stdout
         time.sleep(0.3)
-    time.sleep(2.5)
-    assert removed_count(sweep(env.base, "--ttl-hours", "0.0005")) == 1
+    # Once left alone it goes (late releases from the kernel may count
+    # as one more use, so allow a few ttls).
+    assert wsfstest.wait_for(lambda: removed_count(
+        sweep(env.base, "--ttl-hours", "0.0005")) == 1, timeout=15)
 
 
 @needs_use
