@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -160,6 +161,30 @@ check_source(int fd)
 		    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 }
 
+static volatile sig_atomic_t stop_signal;
+
+static void
+on_stop_signal(int sig)
+{
+	stop_signal = sig;
+	fuse_session_exit(wsfs.se);
+}
+
+/* Like libfuse's handlers, but remember that a signal ended the loop. */
+static void
+catch_stop_signals(void)
+{
+	struct sigaction	sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGTERM, &sa, NULL) == -1 ||
+	    sigaction(SIGINT, &sa, NULL) == -1 ||
+	    sigaction(SIGHUP, &sa, NULL) == -1)
+		fatal("sigaction");
+}
+
 static int
 default_max_fds(void)
 {
@@ -290,6 +315,7 @@ main(int argc, char **argv)
 		fatalx("could not create the FUSE session");
 	if (fuse_set_signal_handlers(wsfs.se) == -1)
 		fatalx("could not set signal handlers");
+	catch_stop_signals();
 	if (fuse_session_mount(wsfs.se, wsfs.mountpoint) == -1) {
 		fprintf(stderr, "wsfs: could not mount %s on %s\n",
 		    wsfs.source, wsfs.mountpoint);
@@ -326,8 +352,14 @@ main(int argc, char **argv)
 	scratchd_stop();
 	cluster_shutdown();
 	uring_shutdown();
-	priv_unmount_begin();
-	fuse_session_unmount(wsfs.se);
+	/*
+	 * Unmount only when we end it: after umount(8) the mount is gone and
+	 * libfuse would complain about unmounting nothing.
+	 */
+	if (stop_signal != 0 || r != 0) {
+		priv_unmount_begin();
+		fuse_session_unmount(wsfs.se);
+	}
 	fuse_remove_signal_handlers(wsfs.se);
 	fuse_session_destroy(wsfs.se);
 	fuse_opt_free_args(&args);
