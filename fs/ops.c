@@ -161,6 +161,19 @@ ws_name_ino(int dirfd, const char *name)
 	return st.st_ino;
 }
 
+/* Pin the fds of two inodes (0), or of none (-errno). */
+static int
+ws_fd_get2(struct inode *a, struct inode *b, int *fa, int *fb)
+{
+	if ((*fa = inode_fd_get(a)) < 0)
+		return *fa;
+	if ((*fb = inode_fd_get(b)) < 0) {
+		inode_fd_put(a);
+		return *fb;
+	}
+	return 0;
+}
+
 static void
 ws_io_written(void *arg, int res)
 {
@@ -549,30 +562,22 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if ((r = ws_may_change(req, p, name)) < 0 ||
 	    (r = ws_may_change(req, np, newname)) < 0)
 		goto out;
-	if ((pfd = inode_fd_get(p)) < 0) {
-		r = pfd;
+	if ((r = ws_fd_get2(p, np, &pfd, &npfd)) < 0)
 		goto out;
-	}
-	if ((npfd = inode_fd_get(np)) < 0) {
-		inode_fd_put(p);
-		r = npfd;
-		goto out;
-	}
 	/* Both directories, the moved object and the one it replaces. */
+	have_src = fstatat(pfd, name, &src, AT_SYMLINK_NOFOLLOW) == 0;
+	have_dst = fstatat(npfd, newname, &dst, AT_SYMLINK_NOFOLLOW) == 0;
 	inos[0] = p->ino;
 	inos[1] = np->ino;
-	inos[2] = ws_name_ino(pfd, name);
-	inos[3] = ws_name_ino(npfd, newname);
-	have_src = fstatat(pfd, name, &src, AT_SYMLINK_NOFOLLOW) == 0;
-	have_dst = (flags & RENAME_EXCHANGE) &&
-	    fstatat(npfd, newname, &dst, AT_SYMLINK_NOFOLLOW) == 0;
+	inos[2] = have_src ? src.st_ino : 0;
+	inos[3] = have_dst ? dst.st_ino : 0;
 	if ((r = glock_get_many(inos, ins, 4, g)) == 0)
 		r = renameat2(pfd, name, npfd, newname, flags) == -1 ?
 		    -errno : 0;
 	if (r == 0 && p != np) {
 		if (have_src)
 			inode_renamed(p, np, &src);
-		if (have_dst)
+		if (have_dst && (flags & RENAME_EXCHANGE))
 			inode_renamed(np, p, &dst);
 	}
 	glock_put_many(g, 1);
@@ -599,15 +604,8 @@ ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	}
 	if ((r = ws_may_change(req, np, newname)) < 0)
 		goto out;
-	if ((fd = inode_fd_get(in)) < 0) {
-		r = fd;
+	if ((r = ws_fd_get2(in, np, &fd, &npfd)) < 0)
 		goto out;
-	}
-	if ((npfd = inode_fd_get(np)) < 0) {
-		inode_fd_put(in);
-		r = npfd;
-		goto out;
-	}
 	inos[0] = in->ino;
 	inos[1] = np->ino;
 	if ((r = glock_get_many(inos, ins, 2, g)) == 0)

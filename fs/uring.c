@@ -110,6 +110,22 @@ uring_op_free(struct uring_op *op)
 	free(op);
 }
 
+/* Answer the kernel (err 0: with what was transferred) and free op. */
+static void
+uring_done(struct uring_op *op, int err)
+{
+	uring_finish(op, err < 0 ? err : (int)op->done);
+	if (err < 0)
+		fuse_reply_err(op->req, -err);
+	else if (op->kind == UOP_READ)
+		fuse_reply_buf(op->req, op->buf, op->done);
+	else if (op->kind == UOP_WRITE)
+		fuse_reply_write(op->req, op->done);
+	else
+		fuse_reply_err(op->req, 0);
+	uring_op_free(op);
+}
+
 /* The same operation as plain syscalls, answering in the calling thread. */
 static void
 uring_sync(struct uring_op *op)
@@ -137,25 +153,10 @@ uring_sync(struct uring_op *op)
 	if (op->kind == UOP_FSYNC &&
 	    (op->datasync ? fdatasync(op->fd) : fsync(op->fd)) == -1)
 		goto err;
-	uring_finish(op, (int)op->done);
-	switch (op->kind) {
-	case UOP_READ:
-		fuse_reply_buf(op->req, op->buf, op->done);
-		break;
-	case UOP_WRITE:
-		fuse_reply_write(op->req, op->done);
-		break;
-	case UOP_FSYNC:
-		fuse_reply_err(op->req, 0);
-		break;
-	}
-	uring_op_free(op);
+	uring_done(op, 0);
 	return;
 err:
-	n = errno;
-	uring_finish(op, -(int)n);
-	fuse_reply_err(op->req, (int)n);
-	uring_op_free(op);
+	uring_done(op, -errno);
 }
 
 static void
@@ -174,9 +175,7 @@ uring_complete(struct uring_op *op, int res)
 	if (res < 0) {
 		if (op->kind != UOP_FSYNC && op->done > 0)
 			goto reply;
-		uring_finish(op, res);
-		fuse_reply_err(op->req, -res);
-		uring_op_free(op);
+		uring_done(op, res);
 		return;
 	}
 	if (op->kind != UOP_FSYNC) {
@@ -185,19 +184,7 @@ uring_complete(struct uring_op *op, int res)
 			goto again;
 	}
 reply:
-	uring_finish(op, (int)op->done);
-	switch (op->kind) {
-	case UOP_READ:
-		fuse_reply_buf(op->req, op->buf, op->done);
-		break;
-	case UOP_WRITE:
-		fuse_reply_write(op->req, op->done);
-		break;
-	case UOP_FSYNC:
-		fuse_reply_err(op->req, 0);
-		break;
-	}
-	uring_op_free(op);
+	uring_done(op, 0);
 	return;
 again:
 	if (uring_submit(op) < 0)
@@ -300,13 +287,10 @@ uring_read(fuse_req_t req, int fd, size_t size, off_t off, uring_done_fn fn,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (size == 0) {
-		uring_finish(op, 0);
-		fuse_reply_buf(req, NULL, 0);
-		uring_op_free(op);
-		return;
-	}
-	uring_start(op);
+	if (size == 0)
+		uring_done(op, 0);
+	else
+		uring_start(op);
 }
 
 void
@@ -324,9 +308,7 @@ uring_write(fuse_req_t req, int fd, const char *buf, size_t size, off_t off,
 		return;
 	}
 	if (size == 0) {
-		uring_finish(op, 0);
-		fuse_reply_write(req, 0);
-		uring_op_free(op);
+		uring_done(op, 0);
 		return;
 	}
 	memcpy(op->buf, buf, size);
