@@ -285,3 +285,51 @@ def test_wslockd_unit_command_runs_sandboxed(open_tmp):
             p.kill()
             p.wait()
         log.close()
+
+
+def sweep_as_unit(caps, base):
+    """wsctl sweep with the capability bounding set caps (a list of
+    CAP_* names) and no_new_privs, as wsfs-sweep.service runs it."""
+    bounding = ",".join(["-all"] + ["+" + c[4:].lower() for c in caps])
+    return subprocess.run(["setpriv", "--inh-caps=-all",
+                           f"--bounding-set={bounding}", "--no-new-privs",
+                           os.path.join(BUILDDIR, "tools", "wsctl"), "sweep",
+                           "--base", str(base), "--ttl-hours", "0"],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_sweep_unit_capabilities_suffice(open_tmp):
+    """The capabilities wsfs-sweep.service keeps are enough to remove an
+    idle workspace of another user, with 0700 and read-only directories
+    inside, and without them it cannot."""
+    wsctl = os.path.join(BUILDDIR, "tools", "wsctl")
+    if not os.path.exists(wsctl):
+        pytest.skip(f"{wsctl} is not built")
+    need("setpriv")
+    text = open(os.path.join(UNITDIR, "wsfs-sweep.service.in")).read()
+    caps = re.search(r"^CapabilityBoundingSet=(.*)$", text, re.M)
+    caps = caps.group(1).split()
+    base = open_tmp / "base"
+    base.mkdir()
+
+    def make():
+        p = subprocess.run([wsctl, "scratch", "create", "--base", str(base),
+                            "--owner", "nobody", "--lifetime",
+                            "conversation"], check=True, capture_output=True,
+                           text=True)
+        ws = base / p.stdout.split()[0]
+        subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup",
+                        "--clear-groups", "sh", "-c",
+                        "mkdir -p a/b && echo x > a/b/f && chmod 700 a && "
+                        "chmod 500 a/b"], cwd=ws, check=True)
+        return ws
+
+    ws = make()
+    p = sweep_as_unit([], base)
+    assert os.path.exists(ws / "a"), "swept without any capability?"
+    p = sweep_as_unit(caps, base)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "removed 1" in p.stdout, p.stdout + p.stderr
+    assert not os.path.lexists(ws)
+    trash = base / ".wsfs-trash"
+    assert not trash.exists() or os.listdir(trash) == []
