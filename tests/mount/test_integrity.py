@@ -1,7 +1,7 @@
 """Data integrity under a long random mix of operations.
 
-Data: write, read, truncate, fallocate, mmap read/write and copy_file_range
-on a few files in the mount, checked against an in-memory model after every
+Data: write, read, truncate, fallocate, mmap read/write, copy_file_range
+and O_DIRECT reads on a few files in the mount, checked against an in-memory model after every
 read. Metadata: random mkdir/create/rename/link/symlink/unlink/rmdir/chmod/
 chown run on the mount and on a native directory in lockstep; every errno
 must agree, and at the end the tree listed through the mount equals the
@@ -164,6 +164,27 @@ class DataRun:
         self.log.append(f"copy_file_range f{a}@{off_in} -> f{b}@{off_out} "
                         f"len={ln} -> {n}")
 
+    def op_direct_read(self):
+        """An O_DIRECT read must see what buffered writes and mmap stores
+        put there (the kernel writes dirty pages back first)."""
+        i = self.rng.randrange(len(self.fds))
+        size = len(self.model[i])
+        off = self.rng.randrange(0, size + PAGE) // PAGE * PAGE
+        ln = self.rng.choice([PAGE, 16 * PAGE, 64 * PAGE])
+        buf = mmap.mmap(-1, ln)
+        fd = os.open(self.paths[i], os.O_RDONLY | os.O_DIRECT)
+        try:
+            n = os.preadv(fd, [buf], off)
+        finally:
+            os.close(fd)
+        self.log.append(f"direct-read f{i} off={off} len={ln} -> {n}")
+        want_len = max(0, min(ln, size - off))
+        assert n == want_len, (
+            f"seed {SEED}: O_DIRECT read f{i} off={off} len={ln}: got {n}, "
+            f"model {want_len}; last ops:\n" + "\n".join(self.log))
+        self.check(i, off, buf[:n])
+        buf.close()
+
     def op_fsync(self):
         i = self.rng.randrange(len(self.fds))
         os.fsync(self.fds[i])
@@ -177,7 +198,7 @@ class DataRun:
 
     WEIGHTS = {"write": 25, "read": 25, "truncate": 4, "fallocate": 8,
                "mmap_read": 8, "mmap_write": 10, "copy": 10, "fsync": 3,
-               "reopen": 4}
+               "reopen": 4, "direct_read": 5}
 
     def run(self, nops):
         names = list(self.WEIGHTS)
