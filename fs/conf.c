@@ -63,8 +63,9 @@ conf_init(struct wsfs_conf *c)
 	c->sweep_interval_minutes = 10;
 	c->allow_other = 1;
 	c->default_permissions = 1;
-	c->attr_timeout = 1;
-	c->entry_timeout = 1;
+	/* -1: chosen at mount: 1 s on one node, 0 with a lock service. */
+	c->attr_timeout = -1;
+	c->entry_timeout = -1;
 	c->max_threads = 16;
 	c->uring = WS_URING_AUTO;
 }

@@ -433,8 +433,21 @@ glock_step_locked(struct glock *g, int mode, uint64_t now)
 	}
 	if (!g->releasing && g->want == 0 && now >= g->retry_ms &&
 	    !(g->held >= mode && g->revoke)) {
-		g->want = mode > g->held ? mode : g->held;
 		glock_range(g, &r);
+		if (g->held != 0 && g->held < mode) {
+			/*
+			 * No upgrades: two nodes upgrading their shared locks
+			 * would each wait for the other's. The shared lock
+			 * protects no data (only caches): give it back first,
+			 * once this node's readers are done with it.
+			 */
+			if (g->users > 0)
+				return 0;
+			(void)wslock_unlock(cluster_handle(), &r);
+			g->held = 0;
+			glock_idle_del_locked(g);
+		}
+		g->want = mode;
 		ret = wslock_lock(cluster_handle(), &r, g->want,
 		    WSLOCK_WAIT | WSLOCK_CACHED, &g->w, &g->reqid);
 		if (ret < 0) {
@@ -646,6 +659,11 @@ glock_put(struct glock *g, int wrote)
 		glock_idle_add_locked(g);
 		if (g->revoke)
 			glock_maybe_release_locked(g, g->used_ms);
+		/* Someone may wait for this node's readers to finish. */
+		if (g->waiters > 0) {
+			glock_kick_locked(g, g->used_ms);
+			pthread_cond_broadcast(&gl.cond);
+		}
 	}
 	pthread_mutex_unlock(&gl.lock);
 }

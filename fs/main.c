@@ -303,6 +303,15 @@ main(int argc, char **argv)
 		fprintf(stderr, "wsfs: lock service: %s\n", strerror(-r));
 		return 1;
 	}
+	/*
+	 * Other nodes change names and attributes under a shared mount: with
+	 * a lock service the kernel asks every time, as NFS does with
+	 * lookupcache=none, unless the admin chose otherwise.
+	 */
+	if (wsfs.conf.attr_timeout < 0)
+		wsfs.conf.attr_timeout = cluster_enabled() ? 0 : 1;
+	if (wsfs.conf.entry_timeout < 0)
+		wsfs.conf.entry_timeout = cluster_enabled() ? 0 : 1;
 	ops = wsfs_ops;
 	if (!cluster_enabled()) {
 		/* One node: the kernel's own flock and fcntl locks serve. */

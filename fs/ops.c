@@ -629,6 +629,7 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 		return NULL;
 	f->fd = fd;
 	f->inode = in;
+	pthread_mutex_init(&f->owners_lock, NULL);
 	f->sgid_noexec = (flags & O_ACCMODE) != O_RDONLY &&
 	    ws_is_sgid_noexec(fd);
 	fi->fh = (uintptr_t)f;
@@ -637,14 +638,41 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	 * pages at each open (close-to-open, as NFS does).
 	 */
 	fi->keep_cache = !cluster_enabled();
-	/* O_DIRECT bypasses the kernel's cache; the backing open need not. */
-	if (flags & O_DIRECT) {
+	/*
+	 * O_DIRECT bypasses the kernel's cache; the backing open need not.
+	 * With other nodes appending too, an O_APPEND write must reach the
+	 * backing store whole: through the page cache the kernel splits a
+	 * write at a partial page into several requests, which another node's
+	 * append could then come between.
+	 */
+	if ((flags & O_DIRECT) || (cluster_enabled() && (flags & O_APPEND))) {
 		fi->direct_io = 1;
 		fi->keep_cache = 0;
 	}
 	inode_opened(in, 1);
 	f->held = scratchd_hold(in);
 	return f;
+}
+
+void
+ws_file_lock_owner(struct fuse_file_info *fi, uint64_t owner)
+{
+	struct wsfile	*f = ws_file(fi);
+	uint64_t	*o;
+	size_t		 i;
+
+	if (f == NULL)
+		return;
+	pthread_mutex_lock(&f->owners_lock);
+	for (i = 0; i < f->nowners; i++)
+		if (f->owners[i] == owner)
+			break;
+	if (i == f->nowners &&
+	    (o = reallocarray(f->owners, f->nowners + 1, sizeof *o)) != NULL) {
+		f->owners = o;
+		f->owners[f->nowners++] = owner;
+	}
+	pthread_mutex_unlock(&f->owners_lock);
 }
 
 static void
@@ -823,8 +851,15 @@ ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct wsfile	*f = ws_file(fi);
 
+	size_t		 i;
+
 	if (fi->flock_release)
 		plock_release_owner(f->inode, fi->lock_owner, 1);
+	/* OFD locks end with their open file; POSIX ones ended at flush. */
+	for (i = 0; i < f->nowners; i++)
+		plock_release_owner(f->inode, f->owners[i], 0);
+	free(f->owners);
+	pthread_mutex_destroy(&f->owners_lock);
 	close(f->fd);
 	inode_opened(f->inode, -1);
 	scratchd_release(f->held);

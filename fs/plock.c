@@ -27,6 +27,8 @@
 struct plock_wait {
 	struct cluster_waiter	 w;		/* must be first */
 	fuse_req_t		 req;
+	struct inode		*in;		/* alive while req is */
+	int			 locking;	/* a lock, not a test */
 	uint64_t		 reqid;
 	pthread_mutex_t		 lock;
 	int			 refs;		/* guarded by lock */
@@ -86,11 +88,46 @@ plock_reply(struct plock_wait *pw, int status)
 	fuse_reply_err(pw->req, plock_errno(status));
 }
 
+/* Inval thread: drop the kernel's cache of the file, then answer. */
+static void
+plock_granted_fresh(void *arg)
+{
+	struct plock_wait	*pw = arg;
+	int			 r;
+
+	r = fuse_lowlevel_notify_inval_inode(wsfs.se,
+	    (fuse_ino_t)(uintptr_t)pw->in, 0, 0);
+	if (r < 0 && r != -ENOENT)
+		log_debug("invalidate after lock grant: %s", strerror(-r));
+	plock_reply(pw, 0);
+	plock_unref(pw);
+}
+
+/* Worker thread: the object lock changed hands; we need not keep it. */
+static void
+plock_handed_over(void *arg, struct glock *g, int err)
+{
+	struct plock_wait	*pw = arg;
+
+	glock_put(g, 0);
+	cluster_defer_inval(plock_granted_fresh, pw);
+}
+
+/*
+ * A granted application lock promises the data other nodes wrote under
+ * theirs (what NFS does at lock time): take the object's shared lock,
+ * which makes a writing node flush and give its lock back, drop the
+ * kernel's cache, and only then answer.
+ */
 static void
 plock_done(struct cluster_waiter *w, int status, uint64_t token)
 {
 	struct plock_wait	*pw = (struct plock_wait *)w;
 
+	if (status == 0 && pw->locking && pw->in != NULL) {
+		glock_defer(pw->in, 0, plock_handed_over, pw);
+		return;
+	}
 	plock_reply(pw, status);
 	plock_unref(pw);
 }
@@ -111,7 +148,8 @@ plock_interrupt(fuse_req_t req, void *arg)
 
 /* Ask for a lock; the answer comes from plock_done, later if blocking. */
 static void
-plock_lock(fuse_req_t req, struct wslock_range *r, int mode, int sleep)
+plock_lock(fuse_req_t req, struct inode *in, struct wslock_range *r, int mode,
+    int sleep)
 {
 	struct plock_wait	*pw;
 	int			 ret;
@@ -122,6 +160,8 @@ plock_lock(fuse_req_t req, struct wslock_range *r, int mode, int sleep)
 	}
 	pw->w.done = plock_done;
 	pw->req = req;
+	pw->in = in;
+	pw->locking = 1;
 	pw->refs = 2;
 	pthread_mutex_init(&pw->lock, NULL);
 	if (sleep)
@@ -164,7 +204,8 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 		cluster_wake();
 		return;
 	}
-	plock_lock(req, &r, lk->l_type == F_RDLCK ? WSLOCK_SHARED :
+	ws_file_lock_owner(fi, fi->lock_owner);
+	plock_lock(req, in, &r, lk->l_type == F_RDLCK ? WSLOCK_SHARED :
 	    WSLOCK_EXCLUSIVE, sleep);
 }
 
@@ -214,8 +255,8 @@ plock_flock(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 		cluster_wake();
 		return;
 	}
-	plock_lock(req, &r, (op & LOCK_SH) ? WSLOCK_SHARED : WSLOCK_EXCLUSIVE,
-	    !(op & LOCK_NB));
+	plock_lock(req, in, &r, (op & LOCK_SH) ? WSLOCK_SHARED :
+	    WSLOCK_EXCLUSIVE, !(op & LOCK_NB));
 }
 
 /* close(2) drops the owner's POSIX locks; the last close its flock lock. */

@@ -63,6 +63,13 @@ struct wsfile {
 	struct inode	*inode;
 	const char	*held;		/* scratch workspace held open */
 	int		 sgid_noexec;	/* opened setgid without group exec */
+	/*
+	 * Lock owners that took fcntl locks through this open file: OFD
+	 * locks go with its release, and the kernel tells us nothing else.
+	 */
+	pthread_mutex_t	 owners_lock;
+	uint64_t	*owners;	/* owners_lock */
+	size_t		 nowners;	/* owners_lock */
 };
 
 struct wsfs {
@@ -235,6 +242,7 @@ void		 uring_write(fuse_req_t req, int fd, const char *buf,
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
 /* ops.c */
+void		 ws_file_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 extern const struct fuse_lowlevel_ops wsfs_ops;
 
 #endif
