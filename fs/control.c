@@ -290,6 +290,12 @@ control_serve(int lfd)
 		control_status(f, 1);
 	else if (strcmp(req, "metrics") == 0)
 		control_metrics(f, NULL);
+	else if (strcmp(req, "lockd") == 0)
+		/* For wsctl lock --workspace: where this node's locks live. */
+		fprintf(f, "%s\n%s\n", wsfs.conf.lockd != NULL &&
+		    cluster_enabled() ? wsfs.conf.lockd : "",
+		    wsfs.conf.key != NULL ? wsfs.conf.key :
+		    "/etc/wsfs/cluster.key");
 	else
 		fprintf(f, "error: unknown request '%s'\n", req);
 	fclose(f);

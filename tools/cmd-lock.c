@@ -10,11 +10,15 @@
  */
 #include "config.h"
 
+#include <sys/file.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wslock.h"
@@ -136,6 +141,103 @@ supervise(struct wslock *wl, pid_t pid)
 	return WSCTL_EXIT_FAIL;
 }
 
+/*
+ * The lock of a whole workspace, the same on every node: named by the
+ * inode numbers of SOURCE and of the workspace, which a wsfs mount shows
+ * as the backing store's. The lock service is the mount's own, asked from
+ * its control socket unless --lockd was given; a mount with none gets
+ * *localfd, a directory fd to flock instead.
+ */
+static int
+workspace_lock(const char *ws, const char **addr, const char **keyfile,
+    char *key, size_t keylen, int *localfd)
+{
+	static char	 answer[PATH_MAX * 2 + 4];
+	struct stat	 st_root, st_ws;
+	char		 wspath[PATH_MAX], root[PATH_MAX], *slash, *nl;
+
+	if (realpath(ws, wspath) == NULL || stat(wspath, &st_ws) == -1) {
+		fprintf(stderr, "wsctl lock: %s: %s\n", ws, strerror(errno));
+		return -errno;
+	}
+	snprintf(root, sizeof root, "%s", wspath);
+	if ((slash = strrchr(root, '/')) == NULL || slash == root ||
+	    !S_ISDIR(st_ws.st_mode)) {
+		fprintf(stderr, "wsctl lock: %s is not a workspace of a wsfs "
+		    "mount\n", ws);
+		return -EINVAL;
+	}
+	*slash = '\0';
+	if (stat(root, &st_root) == -1) {
+		fprintf(stderr, "wsctl lock: %s: %s\n", root, strerror(errno));
+		return -errno;
+	}
+	snprintf(key, keylen, "w/%llu/%llu", (unsigned long long)st_root.st_ino,
+	    (unsigned long long)st_ws.st_ino);
+	if (addr == NULL)
+		return 0;
+	if (wsctl_control("lock", root, NULL, "lockd", answer,
+	    sizeof answer) < 0) {
+		fprintf(stderr, "wsctl lock: is %s a wsfs mount? (or give "
+		    "--lockd)\n", root);
+		return -ENOENT;
+	}
+	if ((nl = strchr(answer, '\n')) == NULL)
+		return -EPROTO;
+	*nl = '\0';
+	if (answer[0] == '\0') {
+		if ((*localfd = open(wspath, O_RDONLY | O_DIRECTORY |
+		    O_CLOEXEC)) == -1) {
+			fprintf(stderr, "wsctl lock: %s: %s\n", wspath,
+			    strerror(errno));
+			return -errno;
+		}
+		return 0;
+	}
+	*addr = answer;
+	*keyfile = nl + 1;
+	if ((nl = strchr(nl + 1, '\n')) != NULL)
+		*nl = '\0';
+	return 0;
+}
+
+/* Run argv holding flock(fd): the one-node form of wsctl lock. */
+static int
+local_lock_run(int fd, int mode, double wait, char **cmd)
+{
+	struct timespec	 ts = { 0, 20 * 1000000L };
+	double		 waited = 0;
+	pid_t		 pid;
+	int		 op = mode == WSLOCK_SHARED ? LOCK_SH : LOCK_EX, status;
+
+	while (flock(fd, op | LOCK_NB) == -1) {
+		if (errno != EWOULDBLOCK || (wait >= 0 && waited >= wait)) {
+			fprintf(stderr, "wsctl lock: workspace: %s\n",
+			    errno == EWOULDBLOCK ? "held by someone else" :
+			    strerror(errno));
+			return WSCTL_EXIT_FAIL;
+		}
+		nanosleep(&ts, NULL);
+		waited += 0.02;
+	}
+	fflush(NULL);
+	if ((pid = fork()) < 0) {
+		fprintf(stderr, "wsctl lock: fork: %s\n", strerror(errno));
+		return WSCTL_EXIT_FAIL;
+	}
+	if (pid == 0) {
+		execvp(cmd[0], cmd);
+		fprintf(stderr, "wsctl lock: %s: %s\n", cmd[0],
+		    strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+		;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WSCTL_EXIT_FAIL;
+}
+
 int
 cmd_lock(int argc, char **argv)
 {
@@ -144,8 +246,12 @@ cmd_lock(int argc, char **argv)
 		{ "key", required_argument, NULL, 'k' },
 		{ "shared", no_argument, NULL, 's' },
 		{ "wait", required_argument, NULL, 'w' },
+		{ "workspace", required_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 }
 	};
+	const char		*workspace = NULL;
+	char			 wskey[96];
+	int			 explicit_lockd = 0, localfd = -1;
 	const char		*addr = WSCTL_DEFAULT_LOCKD;
 	const char		*keyfile = WSCTL_DEFAULT_KEY;
 	struct wslock		*wl = NULL;
@@ -164,9 +270,13 @@ cmd_lock(int argc, char **argv)
 		switch (ch) {
 		case 'l':
 			addr = optarg;
+			explicit_lockd = 1;
 			break;
 		case 'k':
 			keyfile = optarg;
+			break;
+		case 'W':
+			workspace = optarg;
 			break;
 		case 's':
 			mode = WSLOCK_SHARED;
@@ -184,16 +294,36 @@ cmd_lock(int argc, char **argv)
 			    argv[optind - 1]);
 		}
 	}
-	if (optind >= argc)
-		return wsctl_usage_error("lock", "missing KEY");
-	if (strlen(argv[optind]) == 0 || strlen(argv[optind]) > 1024)
-		return wsctl_usage_error("lock", "KEY must be 1 to 1024 bytes");
-	if (optind + 1 >= argc || strcmp(argv[optind + 1], "--") != 0)
-		return wsctl_usage_error("lock", "missing '--' after KEY");
-	if (optind + 2 >= argc)
-		return wsctl_usage_error("lock", "missing COMMAND");
-	rg.key = argv[optind];
-	rg.keylen = strlen(argv[optind]);
+	if (workspace != NULL) {
+		/* The '--' stands where KEY would: argv[optind] is "--". */
+		if (optind < argc && strcmp(argv[optind - 1], "--") == 0)
+			optind--;
+		if (optind >= argc || strcmp(argv[optind], "--") != 0)
+			return wsctl_usage_error("lock", "with --workspace, no "
+			    "KEY: wsctl lock --workspace MOUNT/WS -- COMMAND");
+		if (optind + 1 >= argc)
+			return wsctl_usage_error("lock", "missing COMMAND");
+		r = workspace_lock(workspace, explicit_lockd ? NULL : &addr,
+		    &keyfile, wskey, sizeof wskey, &localfd);
+		if (r < 0)
+			return WSCTL_EXIT_FAIL;
+		optind--;	/* argv[optind + 2] is the command, as below */
+		rg.key = wskey;
+		rg.keylen = strlen(wskey);
+	} else {
+		if (optind >= argc)
+			return wsctl_usage_error("lock", "missing KEY");
+		if (strlen(argv[optind]) == 0 || strlen(argv[optind]) > 1024)
+			return wsctl_usage_error("lock", "KEY must be 1 to "
+			    "1024 bytes");
+		if (optind + 1 >= argc || strcmp(argv[optind + 1], "--") != 0)
+			return wsctl_usage_error("lock", "missing '--' after "
+			    "KEY");
+		if (optind + 2 >= argc)
+			return wsctl_usage_error("lock", "missing COMMAND");
+		rg.key = argv[optind];
+		rg.keylen = strlen(argv[optind]);
+	}
 	rg.owner = 0;
 	rg.start = 0;
 	rg.end = WSLOCK_EOF;
@@ -202,6 +332,15 @@ cmd_lock(int argc, char **argv)
 	else if (wait > 0)
 		timeout_ms = (int)ceil(wait * 1000);
 
+	if (localfd >= 0) {
+		/*
+		 * A mount without a lock service is one node: the kernel's
+		 * flock on the workspace serves.
+		 */
+		ret = local_lock_run(localfd, mode, wait, argv + optind + 2);
+		close(localfd);
+		return ret;
+	}
 	if (wsctl_lockd_open("lock", addr, keyfile, &wl) < 0)
 		return WSCTL_EXIT_FAIL;
 	r = wslock_lock_wait(wl, &rg, mode, flags, timeout_ms, &token);

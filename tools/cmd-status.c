@@ -19,6 +19,59 @@
 #include "conf.h"
 #include "wsctl.h"
 
+/*
+ * Send one request to the control socket of the wsfs mounted at mnt (a
+ * resolved path) or at sock, and read the whole answer into buf. Returns
+ * the answer's length, or -errno with a message printed for cmd.
+ */
+ssize_t
+wsctl_control(const char *cmd, const char *mnt, const char *sock,
+    const char *req, char *buf, size_t len)
+{
+	struct sockaddr_un	sun;
+	char			path[sizeof sun.sun_path];
+	char			line[128];
+	size_t			got = 0;
+	ssize_t			n;
+	int			fd, r;
+
+	if (sock != NULL)
+		snprintf(path, sizeof path, "%s", sock);
+	else
+		conf_control_path(mnt, path, sizeof path);
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
+	    connect(fd, (struct sockaddr *)&sun, sizeof sun) == -1) {
+		r = -errno;
+		fprintf(stderr, "wsctl %s: no wsfs answers for %s (control "
+		    "socket %s: %s)\n", cmd, mnt, path, strerror(-r));
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	snprintf(line, sizeof line, "%s\n", req);
+	/* A wsfs that hangs up is an error to report, not a SIGPIPE. */
+	if (send(fd, line, strlen(line), MSG_NOSIGNAL) !=
+	    (ssize_t)strlen(line)) {
+		r = -errno;
+		fprintf(stderr, "wsctl %s: %s: %s\n", cmd, path, strerror(-r));
+		close(fd);
+		return r;
+	}
+	while (got < len - 1 && (n = read(fd, buf + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fd);
+	if (got == 0) {
+		fprintf(stderr, "wsctl %s: %s closed the connection without "
+		    "an answer (only root may ask)\n", cmd, path);
+		return -EACCES;
+	}
+	return (ssize_t)got;
+}
+
 int
 cmd_status(int argc, char **argv)
 {
@@ -27,18 +80,17 @@ cmd_status(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct sockaddr_un	 sun;
-	const char		*sock = NULL, *req = "status\n";
-	char			 mnt[PATH_MAX], path[sizeof sun.sun_path];
-	char			 buf[8192];
+	const char		*sock = NULL, *req = "status";
+	static char		 buf[1 << 20];
+	char			 mnt[PATH_MAX];
 	ssize_t			 n;
-	int			 c, fd, got = 0;
+	int			 c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
-			req = "status json\n";
+			req = "status json";
 			break;
 		case 's':
 			sock = optarg;
@@ -54,33 +106,9 @@ cmd_status(int argc, char **argv)
 		    strerror(errno));
 		return WSCTL_EXIT_FAIL;
 	}
-	if (sock != NULL)
-		snprintf(path, sizeof path, "%s", sock);
-	else
-		conf_control_path(mnt, path, sizeof path);
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    connect(fd, (struct sockaddr *)&sun, sizeof sun) == -1) {
-		fprintf(stderr, "wsctl status: no wsfs answers for %s (control "
-		    "socket %s: %s)\n", mnt, path, strerror(errno));
+	if ((n = wsctl_control("status", mnt, sock, req, buf,
+	    sizeof buf)) < 0)
 		return WSCTL_EXIT_FAIL;
-	}
-	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-		fprintf(stderr, "wsctl status: %s: %s\n", path, strerror(errno));
-		close(fd);
-		return WSCTL_EXIT_FAIL;
-	}
-	while ((n = read(fd, buf, sizeof buf)) > 0) {
-		fwrite(buf, 1, (size_t)n, stdout);
-		got = 1;
-	}
-	close(fd);
-	if (!got) {
-		fprintf(stderr, "wsctl status: %s closed the connection without "
-		    "an answer (only root may ask)\n", path);
-		return WSCTL_EXIT_FAIL;
-	}
+	fwrite(buf, 1, (size_t)n, stdout);
 	return WSCTL_EXIT_OK;
 }

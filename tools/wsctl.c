@@ -21,7 +21,8 @@ static const struct wsctl_cmd wsctl_cmds[] = {
 	{ "sweep", "[--base DIR] [--dry-run] [--ttl-hours H] [--uring]",
 	    "remove ended and idle scratch workspaces now", cmd_sweep },
 	{ "lock", "[--lockd ADDR] [--key FILE] [--shared] [--wait SECONDS] "
-	    "KEY -- COMMAND...", "run a command holding a cluster-wide lock",
+	    "KEY -- COMMAND...\n       wsctl lock [--shared] [--wait SECONDS] "
+	    "--workspace MOUNT/WS -- COMMAND...", "run a command holding a cluster-wide lock",
 	    cmd_lock },
 	{ "locks", "[--lockd ADDR] [--key FILE] [--json]",
 	    "list the lock server's sessions, holders and waiters",

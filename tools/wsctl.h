@@ -5,6 +5,8 @@
 #ifndef WSCTL_H
 #define WSCTL_H
 
+#include <sys/types.h>
+
 struct wsctl_cmd {
 	const char	*name;
 	const char	*usage;		/* one line, without "wsctl NAME" */
@@ -53,5 +55,8 @@ int	cmd_locks(int, char **);
 
 /* cmd-status.c */
 int	cmd_status(int, char **);
+/* One request to a wsfs control socket; answer in buf; length or -errno. */
+ssize_t	wsctl_control(const char *, const char *, const char *,
+	    const char *, char *, size_t);
 
 #endif
