@@ -339,7 +339,7 @@ class Layout:
         self._make_file(os.path.join(self.base, self.TOP))
         # Directories where a misdirected create could land that we do not
         # own: nothing named ATK* may ever appear there.
-        self.watch_dirs = ["/", "/tmp", "/var", "/var/tmp",
+        self.watch_dirs = ["/", "/tmp", "/var", "/var/tmp", os.getcwd(),
                            os.path.dirname(self.top), self.base, self.src]
         self.extra = []             # test-specific canaries (path list)
         self.loose = {}             # canary dir -> names allowed to come
