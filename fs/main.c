@@ -357,10 +357,16 @@ main(int argc, char **argv)
 	r = fuse_session_loop_mt(wsfs.se, lcfg);
 	fuse_loop_cfg_destroy(lcfg);
 
+	/*
+	 * Wind down in dependency order: parked writes finish (cluster),
+	 * then every I/O in flight (uring), before the handles they use are
+	 * freed; the sweeper last, since handles release scratch holds.
+	 */
 	control_stop();
-	scratchd_stop();
 	cluster_shutdown();
 	uring_shutdown();
+	ws_handles_free_all();
+	scratchd_stop();
 	/*
 	 * Unmount only when we end it: after umount(8) the mount is gone and
 	 * libfuse would complain about unmounting nothing.

@@ -31,6 +31,7 @@ ws_reply_err(fuse_req_t req, int err)
 #define fuse_reply_err ws_reply_err
 
 struct wsdir {
+	struct wshandle	 h;		/* must be first */
 	DIR		*dp;
 	off_t		 offset;
 	struct dirent	*entry;
@@ -38,6 +39,26 @@ struct wsdir {
 };
 
 /* Every operation starts here: it is also the workspace's last use. */
+static LIST_HEAD(, wshandle)	ws_handles = LIST_HEAD_INITIALIZER(ws_handles);
+static pthread_mutex_t		handles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+ws_handle_add(struct wshandle *h, int is_dir)
+{
+	h->is_dir = is_dir;
+	pthread_mutex_lock(&handles_lock);
+	LIST_INSERT_HEAD(&ws_handles, h, entry);
+	pthread_mutex_unlock(&handles_lock);
+}
+
+static void
+ws_handle_del(struct wshandle *h)
+{
+	pthread_mutex_lock(&handles_lock);
+	LIST_REMOVE(h, entry);
+	pthread_mutex_unlock(&handles_lock);
+}
+
 static struct inode *
 ws_inode(fuse_ino_t ino)
 {
@@ -630,6 +651,7 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	f->fd = fd;
 	f->inode = in;
 	pthread_mutex_init(&f->owners_lock, NULL);
+	ws_handle_add(&f->h, 0);
 	f->sgid_noexec = (flags & O_ACCMODE) != O_RDONLY &&
 	    ws_is_sgid_noexec(fd);
 	fi->fh = (uintptr_t)f;
@@ -858,6 +880,7 @@ ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* OFD locks end with their open file; POSIX ones ended at flush. */
 	for (i = 0; i < f->nowners; i++)
 		plock_release_owner(f->inode, f->owners[i], 0);
+	ws_handle_del(&f->h);
 	free(f->owners);
 	pthread_mutex_destroy(&f->owners_lock);
 	close(f->fd);
@@ -903,6 +926,7 @@ ws_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)d;
 	inode_opened(in, 1);
 	d->held = scratchd_hold(in);
+	ws_handle_add(&d->h, 1);
 	fuse_reply_open(req, fi);
 }
 
@@ -1028,6 +1052,7 @@ ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct wsdir	*d = ws_dir(fi);
 
+	ws_handle_del(&d->h);
 	closedir(d->dp);
 	scratchd_release(d->held);
 	free(d);
@@ -1370,6 +1395,34 @@ static void t_setlk(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
 static void t_flock(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
     int op)
 { TIMED(OP_LOCK, ws_flock(r, i, fi, op)); }
+
+/* At exit, after the loop: what the kernel never released. */
+void
+ws_handles_free_all(void)
+{
+	struct wshandle	*h;
+	struct wsfile	*f;
+	struct wsdir	*d;
+
+	pthread_mutex_lock(&handles_lock);
+	while ((h = LIST_FIRST(&ws_handles)) != NULL) {
+		LIST_REMOVE(h, entry);
+		if (h->is_dir) {
+			d = (struct wsdir *)h;
+			closedir(d->dp);
+			scratchd_release(d->held);
+			free(d);
+		} else {
+			f = (struct wsfile *)h;
+			close(f->fd);
+			scratchd_release(f->held);
+			free(f->owners);
+			pthread_mutex_destroy(&f->owners_lock);
+			free(f);
+		}
+	}
+	pthread_mutex_unlock(&handles_lock);
+}
 
 const struct fuse_lowlevel_ops wsfs_ops = {
 	.init		 = ws_init,

@@ -57,8 +57,18 @@ struct inode {
 	char			*name;
 };
 
+/*
+ * Every open file and directory handle is on one list, so that handles
+ * the kernel never released (unmounted by a signal) are freed at exit.
+ */
+struct wshandle {
+	LIST_ENTRY(wshandle)	 entry;		/* handles_lock */
+	int			 is_dir;
+};
+
 /* An open file: what fi->fh points to. */
 struct wsfile {
+	struct wshandle	 h;		/* must be first */
 	int		 fd;
 	struct inode	*inode;
 	const char	*held;		/* scratch workspace held open */
@@ -243,6 +253,7 @@ void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
 /* ops.c */
 void		 ws_file_lock_owner(struct fuse_file_info *fi, uint64_t owner);
+void		 ws_handles_free_all(void);
 extern const struct fuse_lowlevel_ops wsfs_ops;
 
 #endif

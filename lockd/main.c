@@ -20,7 +20,8 @@
 
 #define DEFAULT_UNIX	"unix:/run/wslockd/wslockd.sock"
 #define DEFAULT_TCP	":7420"
-#define DEFAULT_KEY	SYSCONFDIR "/wsfs/cluster.key"
+/* The same place wsfs and wsctl use, whatever the prefix. */
+#define DEFAULT_KEY	"/etc/wsfs/cluster.key"
 #define DEFAULT_STATE	"/var/lib/wslockd"
 #define MAX_LISTEN	16
 
