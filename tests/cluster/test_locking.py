@@ -317,3 +317,28 @@ def test_lock_released_when_holder_dies(cluster, kind):
         assert time.monotonic() - t0 < 3, \
             f"{kind} lock of a dead process still held after 3 s"
         time.sleep(0.1)
+
+
+def test_wsctl_lock_workspace_is_cluster_wide(cluster):
+    """The workspace lock lives on wslockd and excludes the other nodes."""
+    if not wsctl_lock_has_workspace():
+        pytest.skip("wsctl lock has no --workspace yet")
+    h = cluster.popen(1, [clusterlib.WSCTL, "lock", "--workspace",
+                          cluster.path(1, "ws"), "--", "sh", "-c",
+                          "echo locked; read x; true"],
+                      stdin=subprocess.PIPE)
+    assert h.stdout.readline().strip() == "locked"
+    rows = cluster.locks()
+    sess = {r["session"]: r["name"] for r in rows if r["type"] == "session"}
+    held = [r for r in rows if r["type"] == "holder" and
+            r["key"].startswith("w/")]
+    assert len(held) == 1 and held[0]["mode"] == "exclusive", rows
+    assert sess[held[0]["session"]] != "node2"
+    p = cluster.run(2, [clusterlib.WSCTL, "lock", "--wait", "0",
+                        "--workspace", cluster.path(2, "ws"), "--", "true"])
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    h.stdin.close()
+    finish(h)
+    p = cluster.run(2, [clusterlib.WSCTL, "lock", "--wait", "0",
+                        "--workspace", cluster.path(2, "ws"), "--", "true"])
+    assert p.returncode == 0, p.stderr
