@@ -164,6 +164,11 @@ check_source(int fd)
 static volatile sig_atomic_t stop_signal;
 
 static void
+quiet_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+}
+
+static void
 on_stop_signal(int sig)
 {
 	stop_signal = sig;
@@ -368,13 +373,14 @@ main(int argc, char **argv)
 	ws_handles_free_all();
 	scratchd_stop();
 	/*
-	 * Unmount only when we end it: after umount(8) the mount is gone and
-	 * libfuse would complain about unmounting nothing.
+	 * After umount(8) the mount is gone and libfuse would complain about
+	 * unmounting nothing: quiet then.
 	 */
-	if (stop_signal != 0 || r != 0) {
-		priv_unmount_begin();
-		fuse_session_unmount(wsfs.se);
-	}
+	priv_unmount_begin();
+	if (stop_signal == 0 && r == 0)
+		fuse_set_log_func(quiet_log);
+	/* Also frees what libfuse keeps of the mount. */
+	fuse_session_unmount(wsfs.se);
 	fuse_remove_signal_handlers(wsfs.se);
 	fuse_session_destroy(wsfs.se);
 	fuse_opt_free_args(&args);
