@@ -123,10 +123,12 @@ def test_tarball_extract(mount, ws, native):
             c[k]["target"] = a[k]["target"]
         assert a[k] == c[k], k
     # tar of both trees lists the same names, modes, owners, sizes, times
+    # (only the archived parts: an "include" made implicitly by tar has the
+    # time of the extraction)
     r1 = subprocess.run(["tar", "-C", nat, "-cf",
-                         os.path.join(native, "a.tar"), "include"])
-    r2 = subprocess.run(["tar", "-C", ws, "-cf", os.path.join(native, "b.tar"),
-                         "include"])
+                         os.path.join(native, "a.tar")] + TAR_PARTS)
+    r2 = subprocess.run(["tar", "-C", ws, "-cf",
+                         os.path.join(native, "b.tar")] + TAR_PARTS)
     assert r1.returncode == 0 and r2.returncode == 0
 
     def listing(t):
@@ -135,6 +137,7 @@ def test_tarball_extract(mount, ws, native):
         return [line.split(" -> ")[0] for line in out]
     ta = listing(os.path.join(native, "a.tar"))
     tb = listing(os.path.join(native, "b.tar"))
-    assert ta == tb and len(ta) == len(a) + 1
+    assert ta == tb
+    assert len(ta) == len(a) + (1 if TAR_PARTS == ["include"] else 0)
     run(["rm", "-rf", os.path.join(ws, "include")], ws)
     assert os.listdir(ws) == []
