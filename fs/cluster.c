@@ -306,6 +306,7 @@ cluster_init(void)
 		return r;
 	}
 	cl.enabled = 1;
+	glock_history_open();
 	return 0;
 }
 

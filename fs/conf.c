@@ -50,6 +50,7 @@ static const struct conf_key conf_keys[] = {
 	{ "allow_writable_source",  CT_BOOL,   OFF(allow_writable_source), 0, 0 },
 	{ "control_socket",	    CT_STR,    OFF(control_socket),	0, 0 },
 	{ "metrics",		    CT_STR,    OFF(metrics),		0, 0 },
+	{ "lock_log",		    CT_STR,    OFF(lock_log),		0, 0 },
 };
 #undef OFF
 

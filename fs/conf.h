@@ -38,6 +38,7 @@ struct wsfs_conf {
 	int		 allow_writable_source;
 	char		*control_socket;
 	char		*metrics;
+	char		*lock_log;	/* NULL: no lock history */
 };
 
 /* Fill with the built-in defaults. Never fails. */

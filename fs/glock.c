@@ -90,6 +90,46 @@ static struct {
 	.deferred = TAILQ_HEAD_INITIALIZER(gl.deferred),
 };
 
+/*
+ * The lock history (-o lock_log=FILE): one line per grant, release and
+ * loss, "REALTIME_NS NODE EVENT KEY MODE TOKEN", for checking afterwards
+ * that no two nodes ever held conflicting locks at once. A grant is logged
+ * when this node starts relying on it, a release before the server is
+ * told: the logged interval lies inside the server's.
+ */
+static int	glock_log_fd = -1;
+
+void
+glock_history_open(void)
+{
+	if (wsfs.conf.lock_log == NULL)
+		return;
+	glock_log_fd = open(wsfs.conf.lock_log, O_WRONLY | O_APPEND | O_CREAT |
+	    O_CLOEXEC, 0600);
+	if (glock_log_fd == -1)
+		log_warn("lock_log %s: %s", wsfs.conf.lock_log,
+		    strerror(errno));
+}
+
+static void
+glock_history(const char *event, const struct glock *g, int mode,
+    uint64_t token)
+{
+	struct timespec	ts;
+	char		line[256];
+	int		n;
+
+	if (glock_log_fd < 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	n = snprintf(line, sizeof line, "%lld%09ld %s %s %s %s %llu\n",
+	    (long long)ts.tv_sec, ts.tv_nsec, wsfs.conf.node, event, g->key,
+	    mode == WSLOCK_EXCLUSIVE ? "ex" : mode == WSLOCK_SHARED ? "sh" :
+	    "-", (unsigned long long)token);
+	if (n > 0 && write(glock_log_fd, line, (size_t)n) == -1)
+		(void)0;
+}
+
 static int
 glock_cmp(const void *a, const void *b)
 {
@@ -138,6 +178,7 @@ glock_valid_locked(struct glock *g, int mode)
 	if (wslock_held(cluster_handle(), &r, mode, NULL) == 1)
 		return 1;
 	/* Lost or in jeopardy: it is not ours to use. */
+	glock_history("lost", g, g->held, 0);
 	g->held = 0;
 	glock_idle_del_locked(g);
 	return 0;
@@ -208,6 +249,7 @@ glock_done(struct cluster_waiter *w, int status, uint64_t token)
 	if (status == 0) {
 		if (g->want > g->held)
 			g->held = g->want;
+		glock_history("grant", g, g->held, token);
 		g->acquired_ms = g->used_ms = cluster_now_ms();
 		g->gen++;
 		nodeid = g->nodeid;
@@ -263,6 +305,7 @@ glock_do_release(void *arg)
 	}
 	pthread_mutex_lock(&gl.lock);
 	glock_range(g, &r);
+	glock_history("release", g, g->held, 0);
 	(void)wslock_unlock(cluster_handle(), &r);
 	stats_count(SC_RELEASES, 1);
 	g->held = 0;
@@ -326,6 +369,7 @@ glock_lost(const void *key, size_t keylen)
 
 	pthread_mutex_lock(&gl.lock);
 	if ((g = glock_by_key_locked(key, keylen)) != NULL && !g->releasing) {
+		glock_history("lost", g, g->held, 0);
 		g->held = 0;
 		glock_idle_del_locked(g);
 	}
@@ -443,6 +487,7 @@ glock_step_locked(struct glock *g, int mode, uint64_t now)
 			 */
 			if (g->users > 0)
 				return 0;
+			glock_history("release", g, g->held, 0);
 			(void)wslock_unlock(cluster_handle(), &r);
 			g->held = 0;
 			glock_idle_del_locked(g);
@@ -725,8 +770,12 @@ glock_sync_one(const void *nodep, VISIT which, int depth)
 	struct glock	*g = *(struct glock *const *)nodep;
 	int		 fd;
 
-	if ((which != postorder && which != leaf) || !g->dirty ||
-	    g->fh == NULL)
+	if (which != postorder && which != leaf)
+		return;
+	/* The session ends next, and with it every lock. */
+	if (g->held)
+		glock_history("release", g, g->held, 0);
+	if (!g->dirty || g->fh == NULL)
 		return;
 	fd = open_by_handle_at(wsfs.source_fd_rd, g->fh, O_RDONLY | O_NONBLOCK |
 	    O_CLOEXEC | O_NOFOLLOW);

@@ -151,6 +151,7 @@ void		 glock_lost(const void *key, size_t keylen);
 void		 glock_state_changed(void);
 int		 glock_tick(void);
 void		 glock_release_all(void);
+void		 glock_history_open(void);
 void		 glock_stats(unsigned long *count, unsigned long *held);
 
 /* plock.c */
