@@ -891,6 +891,27 @@ def check_round(layout, stats, what, found, residual=None):
     return True
 
 
+def others_can_list_only(bad):
+    """Residual predicate for an unprivileged caller (class 10): the only
+    violations are listings of directories that any user may list by
+    path anyway (the mount's parent, world-readable canary dirs, whose
+    atime moved); any canary file read, or a listing of a directory the
+    caller could not list itself, is not."""
+    for b in bad:
+        if b.startswith("outside dir listed via"):
+            continue
+        p, sep, rest = b.partition(": changed: ")
+        if not sep or not rest.startswith("atime ") or ", " in rest:
+            return False
+        try:
+            st = os.stat(p)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or (st.st_mode & 0o005) != 0o005:
+            return False
+    return True
+
+
 def only_reads(bad, paths=None):
     """True if every violation in bad is a read of a canary (its content
     seen, or only its atime moved), of one of paths if given."""
