@@ -29,3 +29,13 @@ tests_fuzz_fuzz_conf_SOURCES = tests/fuzz/fuzz_conf.c fs/conf.c
 tests_fuzz_fuzz_conf_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_conf_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_conf_LDADD = $(INIH_LIBS)
+
+if HAVE_CMOCKA
+UNIT_TESTS += tests/unit/test_inode
+check_PROGRAMS += tests/unit/test_inode
+tests_unit_test_inode_SOURCES = tests/unit/test_inode.c fs/inode.c fs/stats.c \
+	fs/conf.c lockd/log.c
+tests_unit_test_inode_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(INIH_CFLAGS) \
+	$(CMOCKA_CFLAGS)
+tests_unit_test_inode_LDADD = $(CMOCKA_LIBS) $(INIH_LIBS) $(FUSE_LIBS) -lpthread
+endif

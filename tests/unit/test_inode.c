@@ -1,0 +1,242 @@
+/*
+ * Unit tests for the inode table (fs/inode.c) on a real temporary
+ * directory: lookups never follow links, hidden names at the top,
+ * references, fd eviction and reopening by handle, symlinks and
+ * directories keyed by the directory they are seen in, kernel-view depth.
+ * Needs root (open_by_handle_at wants CAP_DAC_READ_SEARCH).
+ */
+#include "config.h"
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "wsfs.h"
+
+struct wsfs wsfs;
+static char base[64];
+
+static void
+mk(const char *rel, mode_t mode)
+{
+	char	p[256];
+	int	fd;
+
+	snprintf(p, sizeof p, "%s/%s", base, rel);
+	if (S_ISDIR(mode))
+		assert_int_equal(mkdir(p, mode & 07777), 0);
+	else {
+		assert_true((fd = open(p, O_CREAT | O_WRONLY, mode & 07777)) >= 0);
+		close(fd);
+	}
+}
+
+static void
+ln_s(const char *target, const char *rel)
+{
+	char	p[256];
+
+	snprintf(p, sizeof p, "%s/%s", base, rel);
+	assert_int_equal(symlink(target, p), 0);
+}
+
+static struct inode *
+look(struct inode *dir, const char *name, int want)
+{
+	struct fuse_entry_param	e;
+	int			r;
+
+	r = inode_lookup(dir, name, &e);
+	assert_int_equal(r, want);
+	return r == 0 ? inode_from_ino(e.ino) : NULL;
+}
+
+static int
+setup(void **state)
+{
+	if (geteuid() != 0) {
+		print_message("skipped: the inode table needs root "
+		    "(open_by_handle_at)\n");
+		return -1;
+	}
+	snprintf(base, sizeof base, "/tmp/wsfs-inode-XXXXXX");
+	assert_non_null(mkdtemp(base));
+	mk("ws", S_IFDIR | 0755);
+	mk("ws/a", S_IFDIR | 0755);
+	mk("ws/a/b", S_IFDIR | 0755);
+	mk("ws/f", S_IFREG | 0644);
+	mk(".wsfs", S_IFDIR | 0700);
+	mk("topfile", S_IFREG | 0644);
+	ln_s("/etc", "ws/etc-link");
+	ln_s("/x", "ws/a/b/abs");
+	memset(&wsfs, 0, sizeof wsfs);
+	conf_init(&wsfs.conf);
+	wsfs.source = base;
+	wsfs.source_fd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	wsfs.source_fd_rd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	wsfs.proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(wsfs.source_fd >= 0 && wsfs.source_fd_rd >= 0);
+	inode_table_init(wsfs.source_fd, 4);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	char	cmd[128];
+
+	snprintf(cmd, sizeof cmd, "rm -rf %s", base);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void
+test_top_level(void **state)
+{
+	struct inode	*root = inode_root(), *ws;
+
+	ws = look(root, "ws", 0);
+	assert_true(ws->ws_root == ws);
+	assert_int_equal(ws->type, S_IFDIR);
+	/* Dot names and non-directories at the top are not workspaces. */
+	look(root, ".wsfs", -ENOENT);
+	look(root, "topfile", -ENOENT);
+	look(root, "nothing", -ENOENT);
+	/* One inode for one workspace, counted per lookup. */
+	assert_ptr_equal(look(root, "ws", 0), ws);
+	assert_int_equal(ws->nlookup, 2);
+	inode_forget(ws, 1);
+}
+
+static void
+test_no_follow(void **state)
+{
+	struct inode	*ws = look(inode_root(), "ws", 0), *l;
+	struct stat	 st;
+
+	/* A symlink to /etc is the symlink, never /etc. */
+	l = look(ws, "etc-link", 0);
+	assert_int_equal(l->type, S_IFLNK);
+	assert_int_equal(inode_stat(l, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	/* A lookup "through" it is not a directory lookup at all. */
+	look(l, "passwd", -ENOTDIR);
+	look(ws, "a/b", -EINVAL);
+	inode_forget(l, 1);
+	inode_forget(ws, 1);
+}
+
+static void
+test_eviction_and_reopen(void **state)
+{
+	struct inode	*ws = look(inode_root(), "ws", 0), *in[40];
+	unsigned long	 n, fds;
+	struct stat	 st, st2;
+	char		 name[256];
+	int		 i, fd;
+
+	for (i = 0; i < 40; i++) {
+		snprintf(name, sizeof name, "ws/e%d", i);
+		mk(name, S_IFREG | 0600);
+		in[i] = look(ws, name + 3, 0);
+	}
+	inode_stats(&n, &fds);
+	/* max_fds is 4: the rest gave their fds back (roots are pinned). */
+	assert_true(fds <= 4 + 2);
+	assert_true(n >= 41);
+	for (i = 0; i < 40; i++) {
+		assert_true((fd = inode_fd_get(in[i])) >= 0);
+		assert_int_equal(fstat(fd, &st), 0);
+		snprintf(name, sizeof name, "%s/ws/e%d", base, i);
+		assert_int_equal(stat(name, &st2), 0);
+		assert_int_equal(st.st_ino, st2.st_ino);
+		inode_fd_put(in[i]);
+	}
+	inode_stats(&n, &fds);
+	assert_true(fds <= 4 + 2);
+	/* Opened for I/O by handle, even after its name changed. */
+	snprintf(name, sizeof name, "%s/ws/e0", base);
+	{
+		char	to[256];
+
+		snprintf(to, sizeof to, "%s/ws/renamed", base);
+		assert_int_equal(rename(name, to), 0);
+		assert_true((fd = inode_open(in[0], O_RDONLY)) >= 0);
+		assert_int_equal(fstat(fd, &st), 0);
+		assert_int_equal(stat(to, &st2), 0);
+		assert_int_equal(st.st_ino, st2.st_ino);
+		close(fd);
+	}
+	for (i = 0; i < 40; i++)
+		inode_forget(in[i], 1);
+	inode_stats(&n, &fds);
+	assert_true(n <= 2);
+	inode_forget(ws, 1);
+}
+
+static void
+test_symlink_per_directory_and_depth(void **state)
+{
+	struct inode	*ws = look(inode_root(), "ws", 0), *a, *b, *l1, *l2;
+	unsigned int	 depth;
+	char		 from[256], to[256];
+	struct stat	 st;
+
+	a = look(ws, "a", 0);
+	b = look(a, "b", 0);
+	l1 = look(b, "abs", 0);
+	assert_int_equal(inode_kdepth(l1, &depth), 0);
+	assert_int_equal(depth, 2);
+	assert_int_equal(inode_kdepth(b, &depth), 0);
+	assert_int_equal(depth, 2);
+	/* The same symlink inode hard-linked at the top: another inode. */
+	snprintf(from, sizeof from, "%s/ws/a/b/abs", base);
+	snprintf(to, sizeof to, "%s/ws/abs2", base);
+	assert_int_equal(linkat(AT_FDCWD, from, AT_FDCWD, to, 0), 0);
+	l2 = look(ws, "abs2", 0);
+	assert_ptr_not_equal(l1, l2);
+	assert_int_equal(l1->ino, l2->ino);
+	assert_int_equal(inode_kdepth(l2, &depth), 0);
+	assert_int_equal(depth, 0);
+	/* A rename through the mount moves b to the top: depth follows. */
+	snprintf(from, sizeof from, "%s/ws/a/b", base);
+	assert_int_equal(lstat(from, &st), 0);
+	snprintf(to, sizeof to, "%s/ws/b", base);
+	assert_int_equal(rename(from, to), 0);
+	inode_renamed(a, ws, &st);
+	assert_int_equal(inode_kdepth(l1, &depth), 0);
+	assert_int_equal(depth, 1);
+	/* ".." is the parent the kernel knows, never above the root. */
+	assert_ptr_equal(look(b, "..", 0), ws);
+	assert_ptr_equal(look(ws, "..", 0), ws);
+	inode_forget(ws, 2);
+	inode_forget(l2, 1);
+	inode_forget(l1, 1);
+	inode_forget(b, 1);
+	inode_forget(a, 1);
+	inode_forget(ws, 1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_top_level),
+		cmocka_unit_test(test_no_follow),
+		cmocka_unit_test(test_eviction_and_reopen),
+		cmocka_unit_test(test_symlink_per_directory_and_depth),
+	};
+
+	log_open("test_inode", LOG_TO_STDERR, 0);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
