@@ -251,7 +251,8 @@ ws_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void
 ws_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	inode_forget(ws_inode(ino), nlookup);
+	/* The kernel dropping an inode is no use of its workspace. */
+	inode_forget(inode_from_ino(ino), nlookup);
 	fuse_reply_none(req);
 }
 
@@ -261,7 +262,7 @@ ws_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 	size_t	i;
 
 	for (i = 0; i < count; i++)
-		inode_forget(ws_inode(f[i].ino), f[i].nlookup);
+		inode_forget(inode_from_ino(f[i].ino), f[i].nlookup);
 	fuse_reply_none(req);
 }
 
