@@ -14,8 +14,8 @@ endif
 # The pytest suites and scripts travel whole in the tarball.
 EXTRA_DIST += tests/mount tests/attack tests/cluster tests/scratch \
 	tests/ops tests/status tests/metrics tests/lockd \
-	scripts/bench scripts/bench-sweep scripts/cluster scripts/demo \
-	scripts/deps autogen.sh
+	scripts/bench scripts/bench-sweep scripts/bench-cluster scripts/cluster \
+	scripts/demo scripts/deps autogen.sh
 
 dist-hook:
 	find $(distdir)/tests -name __pycache__ -prune -exec rm -rf {} +
