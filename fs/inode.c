@@ -501,6 +501,46 @@ inode_from_new_fd(struct inode *parent, int fd, struct fuse_entry_param *e)
 	return inode_adopt(parent, pfd, e);
 }
 
+/*
+ * The common case of a lookup: the kernel asks again for a name it knew.
+ * One fstatat that follows nothing tells whether the name still leads to
+ * an inode of the table, under the same key; only a new inode needs the
+ * openat2 walk and a handle. An inode reached here was entered before by
+ * that walk, so this can never cross a mount point or leave the
+ * workspace. Returns 1 with e filled and one more kernel reference.
+ */
+static int
+inode_lookup_known(struct inode *parent, int pfd, const char *name,
+    struct fuse_entry_param *e)
+{
+	struct inode	 key, *in, **slot;
+	struct stat	 st;
+
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return 0;
+	memset(&key, 0, sizeof key);
+	key.dev = st.st_dev;
+	key.ino = st.st_ino;
+	key.type = st.st_mode & S_IFMT;
+	key.ws = parent == &itab.root ? (uint64_t)st.st_ino : parent->ws;
+	key.parent = parent == &itab.root || (!S_ISDIR(st.st_mode) &&
+	    !S_ISLNK(st.st_mode)) ? NULL : parent;
+	pthread_mutex_lock(&itab.lock);
+	if ((slot = tfind(&key, &itab.tree, inode_cmp)) == NULL ||
+	    (in = *slot)->type != key.type) {
+		pthread_mutex_unlock(&itab.lock);
+		return 0;
+	}
+	in->nlookup++;
+	pthread_mutex_unlock(&itab.lock);
+	memset(e, 0, sizeof *e);
+	e->ino = (uintptr_t)in;
+	e->attr = st;
+	e->attr_timeout = wsfs.conf.attr_timeout;
+	e->entry_timeout = wsfs.conf.entry_timeout;
+	return 1;
+}
+
 int
 inode_lookup(struct inode *parent, const char *name,
     struct fuse_entry_param *e)
@@ -539,6 +579,10 @@ inode_lookup(struct inode *parent, const char *name,
 	}
 	if ((pfd = inode_fd_get(parent)) < 0)
 		return pfd;
+	if (inode_lookup_known(parent, pfd, name, e)) {
+		inode_fd_put(parent);
+		return 0;
+	}
 	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
 	inode_fd_put(parent);
 	if (fd == -EXDEV) {

@@ -357,8 +357,8 @@ main(int argc, char **argv)
 	if ((lcfg = fuse_loop_cfg_create()) == NULL)
 		fatalx("out of memory");
 	fuse_loop_cfg_set_max_threads(lcfg, (unsigned)wsfs.conf.max_threads);
-	fuse_loop_cfg_set_idle_threads(lcfg,
-	    (unsigned)(wsfs.conf.max_threads / 2 + 1));
+	/* A steady pool: ending and starting threads per burst costs more. */
+	fuse_loop_cfg_set_idle_threads(lcfg, (unsigned)wsfs.conf.max_threads);
 	r = fuse_session_loop_mt(wsfs.se, lcfg);
 	fuse_loop_cfg_destroy(lcfg);
 
