@@ -878,6 +878,13 @@ def check_round(layout, stats, what, found, residual=None):
     escape and rebuilds the canaries if not. Returns True if clean.
     residual(bad) may classify a violation as a documented residual
     instead (counted apart, not an escape)."""
+    try:
+        os.stat(layout.mnt)
+    except OSError as e:
+        if e.errno == errno.ENOTCONN:
+            stats.fail(f"{what}: the mount is dead (ENOTCONN): the daemon "
+                       "crashed or its connection was aborted")
+            raise AssertionError(f"class mount died during {what}")
     bad = found + layout.check()
     if bad:
         if residual is not None and residual(bad):
