@@ -47,6 +47,14 @@ inode_cmp(const void *a, const void *b)
 	if (x->ws != y->ws)
 		return x->ws < y->ws ? -1 : 1;
 	/*
+	 * An inode number can come back as another type once the old inode
+	 * is gone while the kernel still holds it: the type is part of the
+	 * key, compared before anything that depends on it, or the order
+	 * would not be the same both ways.
+	 */
+	if (x->type != y->type)
+		return x->type < y->type ? -1 : 1;
+	/*
 	 * Symlinks and directories are one inode per directory they are seen
 	 * in, so that the kernel's idea of their place never differs from
 	 * the daemon's: what readlink returns depends on it.
@@ -375,6 +383,17 @@ inode_renamed(struct inode *from, struct inode *to, const struct stat *st)
 	pthread_mutex_unlock(&itab.lock);
 }
 
+/* Same inode (and generation)? Unknown handles cannot tell: yes. */
+static int
+inode_handle_eq(const struct file_handle *a, const struct file_handle *b)
+{
+	if (a == NULL || b == NULL)
+		return 1;
+	return a->handle_type == b->handle_type &&
+	    a->handle_bytes == b->handle_bytes &&
+	    memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
+}
+
 static struct file_handle *
 inode_handle(int fd)
 {
@@ -398,8 +417,9 @@ inode_handle(int fd)
 int
 inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
 {
-	struct inode	 key, *in, *neu = NULL, **slot;
-	struct stat	 st;
+	struct inode		 key, *in, *neu, **slot;
+	struct file_handle	*fh;
+	struct stat		 st;
 
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
 		close(fd);
@@ -417,51 +437,54 @@ inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
 	key.ws = parent == &itab.root ? (uint64_t)st.st_ino : parent->ws;
 	key.parent = parent == &itab.root || (!S_ISDIR(st.st_mode) &&
 	    !S_ISLNK(st.st_mode)) ? NULL : parent;
-
-	pthread_mutex_lock(&itab.lock);
-	slot = tfind(&key, &itab.tree, inode_cmp);
-	pthread_mutex_unlock(&itab.lock);
-	if (slot == NULL) {
-		/* Prepare outside the lock; a racing lookup may win. */
-		if ((neu = calloc(1, sizeof *neu)) == NULL) {
-			close(fd);
-			return -ENOMEM;
-		}
-		*neu = key;
-		neu->fd = -1;
-		neu->fh = inode_handle(fd);
-		if (neu->fh == NULL && !itab.handles_warned) {
-			itab.handles_warned = 1;
-			log_warn("%s: no file handles (%s); every inode keeps "
-			    "an open fd", wsfs.source, strerror(errno));
-		}
+	/* The handle tells this inode from an older one of the same number. */
+	if ((fh = inode_handle(fd)) == NULL && !itab.handles_warned) {
+		itab.handles_warned = 1;
+		log_warn("%s: no file handles (%s); every inode keeps an open fd",
+		    wsfs.source, strerror(errno));
 	}
 
 	pthread_mutex_lock(&itab.lock);
-	if (neu != NULL) {
-		slot = tsearch(neu, &itab.tree, inode_cmp);
-		if (slot == NULL) {
+	if ((slot = tfind(&key, &itab.tree, inode_cmp)) != NULL &&
+	    !inode_handle_eq((*slot)->fh, fh)) {
+		/*
+		 * The number came back for another inode while the kernel
+		 * still holds the old one: that one stays for the kernel
+		 * until it forgets it, out of the table.
+		 */
+		in = *slot;
+		tdelete(in, &itab.tree, inode_cmp);
+		in->detached = 1;
+		slot = NULL;
+	}
+	if (slot == NULL) {
+		if ((neu = calloc(1, sizeof *neu)) != NULL) {
+			*neu = key;
+			neu->fd = -1;
+			neu->fh = fh;
+		}
+		/* Under the lock since the tfind: nothing else came in. */
+		if (neu == NULL ||
+		    (slot = tsearch(neu, &itab.tree, inode_cmp)) == NULL) {
 			pthread_mutex_unlock(&itab.lock);
-			free(neu->fh);
 			free(neu);
+			free(fh);
 			close(fd);
 			return -ENOMEM;
 		}
-		if (*slot == neu) {
-			itab.ninodes++;
-			if (parent == &itab.root) {
-				neu->ws_root = neu;
-				neu->pinned = 1;
-			} else {
-				neu->ws_root = parent->ws_root;
-				neu->ws_root->refs++;
-			}
-			if (neu->parent != NULL)
-				neu->parent->refs++;
-			if (neu->fh == NULL)
-				neu->pinned = 1;
-			neu = NULL;
+		fh = NULL;
+		itab.ninodes++;
+		if (parent == &itab.root) {
+			neu->ws_root = neu;
+			neu->pinned = 1;
+		} else {
+			neu->ws_root = parent->ws_root;
+			neu->ws_root->refs++;
 		}
+		if (neu->parent != NULL)
+			neu->parent->refs++;
+		if (neu->fh == NULL)
+			neu->pinned = 1;
 	}
 	in = *slot;
 	in->nlookup++;
@@ -473,10 +496,7 @@ inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
 	}
 	inode_evict_locked();
 	pthread_mutex_unlock(&itab.lock);
-	if (neu != NULL) {
-		free(neu->fh);
-		free(neu);
-	}
+	free(fh);
 	if (fd >= 0)
 		close(fd);
 
@@ -513,8 +533,15 @@ static int
 inode_lookup_known(struct inode *parent, int pfd, const char *name,
     struct fuse_entry_param *e)
 {
+	union {
+		struct file_handle	h;
+		char			buf[sizeof(struct file_handle) +
+					    MAX_HANDLE_SZ];
+	}		 hb;
+	struct file_handle *fh = &hb.h;
 	struct inode	 key, *in, **slot;
 	struct stat	 st;
+	int		 mnt;
 
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
 		return 0;
@@ -525,9 +552,13 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	key.ws = parent == &itab.root ? (uint64_t)st.st_ino : parent->ws;
 	key.parent = parent == &itab.root || (!S_ISDIR(st.st_mode) &&
 	    !S_ISLNK(st.st_mode)) ? NULL : parent;
+	/* The handle tells the inode from an older one of the same number. */
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(pfd, name, fh, &mnt, 0) == -1)
+		return 0;
 	pthread_mutex_lock(&itab.lock);
 	if ((slot = tfind(&key, &itab.tree, inode_cmp)) == NULL ||
-	    (in = *slot)->type != key.type) {
+	    (in = *slot)->type != key.type || !inode_handle_eq(in->fh, fh)) {
 		pthread_mutex_unlock(&itab.lock);
 		return 0;
 	}

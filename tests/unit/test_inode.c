@@ -227,6 +227,47 @@ test_symlink_per_directory_and_depth(void **state)
 	inode_forget(ws, 1);
 }
 
+/* An inode number that comes back for a new file is a new inode. */
+static void
+test_number_reused(void **state)
+{
+	struct inode	*ws = look(inode_root(), "ws", 0), *old, *neu;
+	struct stat	 st;
+	char		 p[256], q[256];
+	ino_t		 ino;
+	int		 i, fd, reused = 0;
+
+	mk("ws/gone", S_IFREG | 0644);
+	old = look(ws, "gone", 0);
+	ino = old->ino;
+	snprintf(p, sizeof p, "%s/ws/gone", base);
+	assert_int_equal(unlink(p), 0);
+	/* ext4 and tmpfs hand a freed number out again soon. */
+	for (i = 0; i < 200 && !reused; i++) {
+		snprintf(q, sizeof q, "%s/ws/new%d", base, i);
+		assert_true((fd = open(q, O_CREAT | O_WRONLY, 0644)) >= 0);
+		assert_int_equal(fstat(fd, &st), 0);
+		close(fd);
+		reused = st.st_ino == ino;
+	}
+	if (!reused) {
+		print_message("note: no inode number came back; nothing to "
+		    "check\n");
+		inode_forget(old, 1);
+		inode_forget(ws, 1);
+		return;
+	}
+	neu = look(ws, strrchr(q, '/') + 1, 0);
+	assert_ptr_not_equal(neu, old);
+	assert_true((fd = inode_open(neu, O_RDONLY)) >= 0);
+	close(fd);
+	/* The old one is gone: never the new file under the old node id. */
+	assert_int_equal(inode_open(old, O_RDONLY), -ENOENT);
+	inode_forget(neu, 1);
+	inode_forget(old, 1);
+	inode_forget(ws, 1);
+}
+
 int
 main(void)
 {
@@ -235,6 +276,7 @@ main(void)
 		cmocka_unit_test(test_no_follow),
 		cmocka_unit_test(test_eviction_and_reopen),
 		cmocka_unit_test(test_symlink_per_directory_and_depth),
+		cmocka_unit_test(test_number_reused),
 	};
 
 	log_open("test_inode", LOG_TO_STDERR, 0);
