@@ -1140,45 +1140,44 @@ ws_reply_xattr(fuse_req_t req, ssize_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
+/* getxattr and listxattr: size 0 asks for the size, else for the data. */
+static void
+ws_xattr_read(fuse_req_t req, struct inode *in, enum xattr_op op,
+    const char *name, size_t size)
+{
+	char	*buf = NULL;
+
+	if (size > 0 && (buf = malloc(size)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ws_reply_xattr(req, ws_xattr(in, op, name, buf, size, 0), buf, size);
+	free(buf);
+}
+
 static void
 ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct inode	*in = ws_inode(ino);
-	char		*buf = NULL;
-	ssize_t		 r;
 
 	/* A symlink's xattrs cannot be reached without following it. */
 	if (in->type == S_IFLNK || ws_xattr_acl(name)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	if (size > 0 && (buf = malloc(size)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	r = ws_xattr(in, XA_GET, name, buf, size, 0);
-	ws_reply_xattr(req, r, buf, size);
-	free(buf);
+	ws_xattr_read(req, in, XA_GET, name, size);
 }
 
 static void
 ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct inode	*in = ws_inode(ino);
-	char		*buf = NULL;
-	ssize_t		 r;
 
 	if (in->type == S_IFLNK) {
 		ws_reply_xattr(req, 0, NULL, size);
 		return;
 	}
-	if (size > 0 && (buf = malloc(size)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	r = ws_xattr(in, XA_LIST, NULL, buf, size, 0);
-	ws_reply_xattr(req, r, buf, size);
-	free(buf);
+	ws_xattr_read(req, in, XA_LIST, NULL, size);
 }
 
 static void
