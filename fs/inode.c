@@ -318,6 +318,23 @@ inode_stat(struct inode *in, struct stat *st)
 }
 
 /*
+ * The table key of the object st found in parent: a workspace root is
+ * keyed by its own number; directories and symlinks also by the directory
+ * they are seen in.
+ */
+static void
+inode_key(struct inode *key, struct inode *parent, const struct stat *st)
+{
+	memset(key, 0, sizeof *key);
+	key->dev = st->st_dev;
+	key->ino = st->st_ino;
+	key->type = st->st_mode & S_IFMT;
+	key->ws = parent == &itab.root ? (uint64_t)st->st_ino : parent->ws;
+	key->parent = parent == &itab.root || (!S_ISDIR(st->st_mode) &&
+	    !S_ISLNK(st->st_mode)) ? NULL : parent;
+}
+
+/*
  * How many levels below its workspace root the kernel sees an inode's
  * directory: the depth the kernel walks ".." from when it follows a link
  * there. For a symlink, its directory's depth.
@@ -355,12 +372,7 @@ inode_renamed(struct inode *from, struct inode *to, const struct stat *st)
 
 	if (!S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode))
 		return;
-	memset(&key, 0, sizeof key);
-	key.dev = st->st_dev;
-	key.ino = st->st_ino;
-	key.type = st->st_mode & S_IFMT;
-	key.ws = from->ws;
-	key.parent = from;
+	inode_key(&key, from, st);
 	pthread_mutex_lock(&itab.lock);
 	slot = tfind(&key, &itab.tree, inode_cmp);
 	in = slot != NULL ? *slot : NULL;
@@ -430,13 +442,7 @@ inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
 		close(fd);
 		return -ENOENT;
 	}
-	memset(&key, 0, sizeof key);
-	key.dev = st.st_dev;
-	key.ino = st.st_ino;
-	key.type = st.st_mode & S_IFMT;
-	key.ws = parent == &itab.root ? (uint64_t)st.st_ino : parent->ws;
-	key.parent = parent == &itab.root || (!S_ISDIR(st.st_mode) &&
-	    !S_ISLNK(st.st_mode)) ? NULL : parent;
+	inode_key(&key, parent, &st);
 	/* The handle tells this inode from an older one of the same number. */
 	if ((fh = inode_handle(fd)) == NULL && !itab.handles_warned) {
 		itab.handles_warned = 1;
@@ -545,13 +551,7 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
 		return 0;
-	memset(&key, 0, sizeof key);
-	key.dev = st.st_dev;
-	key.ino = st.st_ino;
-	key.type = st.st_mode & S_IFMT;
-	key.ws = parent == &itab.root ? (uint64_t)st.st_ino : parent->ws;
-	key.parent = parent == &itab.root || (!S_ISDIR(st.st_mode) &&
-	    !S_ISLNK(st.st_mode)) ? NULL : parent;
+	inode_key(&key, parent, &st);
 	/* The handle tells the inode from an older one of the same number. */
 	fh->handle_bytes = MAX_HANDLE_SZ;
 	if (name_to_handle_at(pfd, name, fh, &mnt, 0) == -1)
