@@ -24,6 +24,7 @@
 static struct {
 	pthread_mutex_t		 lock;
 	void			*tree;		/* tsearch tree of inodes */
+	void			*names;		/* tsearch tree of knames */
 	TAILQ_HEAD(inode_lru, inode) lru;		/* evictable fds, newest first */
 	unsigned long		 ninodes;
 	unsigned long		 nfds;
@@ -62,6 +63,118 @@ inode_cmp(const void *a, const void *b)
 	if ((x->type == S_IFLNK || x->type == S_IFDIR) && x->parent != y->parent)
 		return (uintptr_t)x->parent < (uintptr_t)y->parent ? -1 : 1;
 	return 0;
+}
+
+/*
+ * A name the kernel holds for a directory or symlink inode: the reply to a
+ * lookup, a create or a rename put a dentry (dir, name) -> in in its cache.
+ * A rename through the mount names the dentry, not the inode, and the
+ * backing store may by then hold another object under that name, so only
+ * these tell which inode the kernel moved. Each holds a reference on dir.
+ */
+struct kname {
+	struct inode		*dir;
+	struct inode		*in;
+	LIST_ENTRY(kname)	 entry;		/* in->knames */
+	char			 name[];
+};
+
+static int
+kname_cmp(const void *a, const void *b)
+{
+	const struct kname	*x = a, *y = b;
+
+	if (x->dir != y->dir)
+		return (uintptr_t)x->dir < (uintptr_t)y->dir ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static struct kname *
+kname_find_locked(struct inode *dir, const char *name)
+{
+	struct kname	*key, **slot;
+	size_t		 len = strlen(name);
+	union {
+		struct kname	k;
+		char		buf[sizeof(struct kname) + NAME_MAX + 1];
+	}		 kb;
+
+	if (len > NAME_MAX)
+		return NULL;
+	key = &kb.k;
+	key->dir = dir;
+	memcpy(key->name, name, len + 1);
+	slot = tfind(key, &itab.names, kname_cmp);
+	return slot != NULL ? *slot : NULL;
+}
+
+static void inode_unref_locked(struct inode *in);
+
+static void
+kname_drop_locked(struct kname *k)
+{
+	tdelete(k, &itab.names, kname_cmp);
+	LIST_REMOVE(k, entry);
+	inode_unref_locked(k->dir);
+	free(k);
+}
+
+/* Does the kernel hold the names the rename table keys inodes by? */
+static int
+kname_kept(struct inode *in)
+{
+	return (in->type == S_IFDIR || in->type == S_IFLNK) &&
+	    in->ws_root != NULL && in != in->ws_root;
+}
+
+/*
+ * No single place for in: readlink answers ESTALE, and in leaves the table
+ * so that the kernel's retry, which looks each name up again, makes inodes
+ * that have one.
+ */
+static void
+inode_adrift_locked(struct inode *in)
+{
+	in->adrift = 1;
+	if (!in->detached)
+		tdelete(in, &itab.tree, inode_cmp);
+	in->detached = 1;
+}
+
+/*
+ * The kernel now has dir/name -> in (unless the reply does not reach it:
+ * then the name is one the kernel lacks, which costs at most a spurious
+ * ESTALE). Returns the name, or NULL if it could not be kept.
+ */
+static struct kname *
+kname_set_locked(struct inode *dir, const char *name, struct inode *in)
+{
+	struct kname	*k, **slot;
+	size_t		 len = strlen(name);
+
+	if (!kname_kept(in))
+		return NULL;
+	if ((k = kname_find_locked(dir, name)) != NULL) {
+		if (k->in == in)
+			return k;
+		kname_drop_locked(k);
+	}
+	if ((k = malloc(sizeof *k + len + 1)) == NULL)
+		goto lost;
+	k->dir = dir;
+	k->in = in;
+	memcpy(k->name, name, len + 1);
+	if ((slot = tsearch(k, &itab.names, kname_cmp)) == NULL) {
+		free(k);
+		goto lost;
+	}
+	dir->refs++;
+	LIST_INSERT_HEAD(&in->knames, k, entry);
+	return k;
+lost:
+	/* Without the name a rename could not follow it: fail closed. */
+	inode_adrift_locked(in);
+	return NULL;
 }
 
 void
@@ -147,14 +260,14 @@ inode_lru_del_locked(struct inode *in)
 	}
 }
 
-static void inode_unref_locked(struct inode *in);
-
 /* Free an inode nobody references any more, then drop what it held. */
 static void
 inode_free_locked(struct inode *in)
 {
 	struct inode	*parent = in->parent, *ws_root = in->ws_root;
 
+	while (!LIST_EMPTY(&in->knames))
+		kname_drop_locked(LIST_FIRST(&in->knames));
 	if (!in->detached)
 		tdelete(in, &itab.tree, inode_cmp);
 	inode_lru_del_locked(in);
@@ -348,12 +461,18 @@ inode_kdepth(struct inode *in, unsigned int *depth)
 
 	pthread_mutex_lock(&itab.lock);
 	d = in->type == S_IFLNK ? in->parent : in;
-	while (d != NULL && d != d->ws_root) {
+	while (d != NULL && d != d->ws_root && !d->adrift) {
 		d = d->parent;
 		if (++n > PATH_MAX / 2)
 			break;
 	}
-	if (d == NULL || d != d->ws_root)
+	if (in->adrift || (d != NULL && d->adrift))
+		/*
+		 * Not one place: the kernel retries its walk with fresh
+		 * lookups on ESTALE, which give inodes with one place.
+		 */
+		r = -ESTALE;
+	else if (d == NULL || d != d->ws_root)
 		r = -ENOENT;
 	else
 		*depth = n;
@@ -361,26 +480,38 @@ inode_kdepth(struct inode *in, unsigned int *depth)
 	return r;
 }
 
-/*
- * The object st (as stat before the rename) moved from directory from to
- * directory to through the mount: the kernel now sees it in to.
- */
-void
-inode_renamed(struct inode *from, struct inode *to, const struct stat *st)
+/* The kernel moved in to the name keep in directory to: re-key it there. */
+static void
+inode_moved_locked(struct inode *in, struct inode *to, struct kname *keep)
 {
-	struct inode	 key, *in, **slot;
+	struct inode	**slot;
+	struct kname	 *k, *next;
 
-	if (!S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode))
+	if (!kname_kept(in) || in->adrift)
 		return;
-	inode_key(&key, from, st);
-	pthread_mutex_lock(&itab.lock);
-	slot = tfind(&key, &itab.tree, inode_cmp);
-	in = slot != NULL ? *slot : NULL;
-	if (in == NULL || in == in->ws_root || in->parent == to) {
-		pthread_mutex_unlock(&itab.lock);
+	if (keep == NULL) {
+		inode_adrift_locked(in);
 		return;
 	}
-	/* The parent is part of the key: re-key the inode. */
+	for (k = LIST_FIRST(&in->knames); k != NULL; k = next) {
+		next = LIST_NEXT(k, entry);
+		if (k == keep || k->dir == to)
+			continue;
+		/* A directory has one dentry: its other names are gone. */
+		if (in->type == S_IFDIR) {
+			kname_drop_locked(k);
+			continue;
+		}
+		/*
+		 * A symlink's other names stay where they were: one inode
+		 * in two directories has no single depth.
+		 */
+		inode_adrift_locked(in);
+		return;
+	}
+	if (in->parent == to)
+		return;
+	/* The parent is part of the key. */
 	if (!in->detached)
 		tdelete(in, &itab.tree, inode_cmp);
 	to->refs++;
@@ -389,9 +520,62 @@ inode_renamed(struct inode *from, struct inode *to, const struct stat *st)
 	in->detached = 0;
 	slot = tsearch(in, &itab.tree, inode_cmp);
 	if (slot == NULL || *slot != in) {
-		/* Already known there: this one stays out of the table. */
+		/*
+		 * Another inode of this object is known there (the backing
+		 * store moved it first): this one stays out of the table,
+		 * with the place the kernel sees it at.
+		 */
 		in->detached = 1;
 	}
+}
+
+/*
+ * A rename through the mount of from/name to to/newname succeeded: move the
+ * inodes whose dentries the kernel moved, whatever the backing store holds
+ * under those names now.
+ */
+void
+inode_renamed(struct inode *from, const char *name, struct inode *to,
+    const char *newname, int exchange)
+{
+	struct kname	*k;
+	struct inode	*moved = NULL, *back = NULL;
+
+	pthread_mutex_lock(&itab.lock);
+	/* Keep both directories while their names are dropped. */
+	from->refs++;
+	to->refs++;
+	if ((k = kname_find_locked(from, name)) != NULL) {
+		moved = k->in;
+		kname_drop_locked(k);
+	}
+	/* The kernel unhashed the dentry it replaced, or swapped it. */
+	if ((k = kname_find_locked(to, newname)) != NULL) {
+		back = k->in;
+		kname_drop_locked(k);
+	}
+	if (moved != NULL)
+		inode_moved_locked(moved, to,
+		    kname_set_locked(to, newname, moved));
+	if (exchange && back != NULL)
+		inode_moved_locked(back, from,
+		    kname_set_locked(from, name, back));
+	inode_unref_locked(to);
+	inode_unref_locked(from);
+	pthread_mutex_unlock(&itab.lock);
+}
+
+/* name in parent was removed through the mount. */
+void
+inode_unlinked(struct inode *parent, const char *name)
+{
+	struct kname	*k;
+
+	pthread_mutex_lock(&itab.lock);
+	parent->refs++;
+	if ((k = kname_find_locked(parent, name)) != NULL)
+		kname_drop_locked(k);
+	inode_unref_locked(parent);
 	pthread_mutex_unlock(&itab.lock);
 }
 
@@ -422,12 +606,25 @@ inode_handle(int fd)
 	return fh;
 }
 
+/* The entry reply for in. */
+static void
+inode_entry(struct inode *in, const struct stat *st,
+    struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof *e);
+	e->ino = in == &itab.root ? FUSE_ROOT_ID : (uintptr_t)in;
+	e->attr = *st;
+	e->attr_timeout = wsfs.conf.attr_timeout;
+	e->entry_timeout = wsfs.conf.entry_timeout;
+}
+
 /*
  * Enter the inode open as fd (O_PATH, owned by this call) into the table as
  * a child of parent, take one kernel reference and fill e for the reply.
  */
 int
-inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
+inode_adopt(struct inode *parent, const char *name, int fd,
+    struct fuse_entry_param *e)
 {
 	struct inode		 key, *in, *neu, **slot;
 	struct file_handle	*fh;
@@ -494,6 +691,7 @@ inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
 	}
 	in = *slot;
 	in->nlookup++;
+	kname_set_locked(parent, name, in);
 	if (in->fd < 0) {
 		in->fd = fd;
 		itab.nfds++;
@@ -506,17 +704,14 @@ inode_adopt(struct inode *parent, int fd, struct fuse_entry_param *e)
 	if (fd >= 0)
 		close(fd);
 
-	memset(e, 0, sizeof *e);
-	e->ino = (uintptr_t)in;
-	e->attr = st;
-	e->attr_timeout = wsfs.conf.attr_timeout;
-	e->entry_timeout = wsfs.conf.entry_timeout;
+	inode_entry(in, &st, e);
 	return 0;
 }
 
 /* Enter a freshly created object, open as fd (any access mode, kept). */
 int
-inode_from_new_fd(struct inode *parent, int fd, struct fuse_entry_param *e)
+inode_from_new_fd(struct inode *parent, const char *name, int fd,
+    struct fuse_entry_param *e)
 {
 	char	path[32];
 	int	pfd;
@@ -524,7 +719,7 @@ inode_from_new_fd(struct inode *parent, int fd, struct fuse_entry_param *e)
 	snprintf(path, sizeof path, "%d", fd);
 	if ((pfd = openat(wsfs.proc_fd, path, O_PATH | O_CLOEXEC)) == -1)
 		return -errno;
-	return inode_adopt(parent, pfd, e);
+	return inode_adopt(parent, name, pfd, e);
 }
 
 /*
@@ -563,12 +758,9 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 		return 0;
 	}
 	in->nlookup++;
+	kname_set_locked(parent, name, in);
 	pthread_mutex_unlock(&itab.lock);
-	memset(e, 0, sizeof *e);
-	e->ino = (uintptr_t)in;
-	e->attr = st;
-	e->attr_timeout = wsfs.conf.attr_timeout;
-	e->entry_timeout = wsfs.conf.entry_timeout;
+	inode_entry(in, &st, e);
 	return 1;
 }
 
@@ -577,6 +769,7 @@ inode_lookup(struct inode *parent, const char *name,
     struct fuse_entry_param *e)
 {
 	struct inode	*self;
+	struct stat	 st;
 	int		 pfd, fd, r;
 
 	if (parent->type != S_IFDIR)
@@ -598,14 +791,11 @@ inode_lookup(struct inode *parent, const char *name,
 			self = parent->parent;
 		self->nlookup++;
 		pthread_mutex_unlock(&itab.lock);
-		memset(e, 0, sizeof *e);
-		if ((r = inode_stat(self, &e->attr)) < 0) {
+		if ((r = inode_stat(self, &st)) < 0) {
 			inode_forget(self, 1);
 			return r;
 		}
-		e->ino = self == &itab.root ? FUSE_ROOT_ID : (uintptr_t)self;
-		e->attr_timeout = wsfs.conf.attr_timeout;
-		e->entry_timeout = wsfs.conf.entry_timeout;
+		inode_entry(self, &st, e);
 		return 0;
 	}
 	if ((pfd = inode_fd_get(parent)) < 0)
@@ -624,7 +814,7 @@ inode_lookup(struct inode *parent, const char *name,
 	}
 	if (fd < 0)
 		return fd;
-	if ((r = inode_adopt(parent, fd, e)) < 0 || parent != &itab.root)
+	if ((r = inode_adopt(parent, name, fd, e)) < 0 || parent != &itab.root)
 		return r;
 	/* A workspace root knows its name: scratch ids are these names. */
 	self = (struct inode *)(uintptr_t)e->ino;

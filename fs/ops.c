@@ -458,7 +458,7 @@ ws_created(fuse_req_t req, struct inode *parent, int pfd, const char *name,
 		close(fd);
 		return r;
 	}
-	return inode_adopt(parent, fd, e);
+	return inode_adopt(parent, name, fd, e);
 }
 
 static void
@@ -544,6 +544,8 @@ ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 	ins[1] = NULL;
 	if ((r = glock_get_many(inos, ins, 2, g)) == 0)
 		r = unlinkat(pfd, name, flags) == -1 ? -errno : 0;
+	if (r == 0)
+		inode_unlinked(p, name);
 	inode_fd_put(p);
 	glock_put_many(g, 1);
 out:
@@ -596,12 +598,8 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if ((r = glock_get_many(inos, ins, 4, g)) == 0)
 		r = renameat2(pfd, name, npfd, newname, flags) == -1 ?
 		    -errno : 0;
-	if (r == 0 && p != np) {
-		if (have_src)
-			inode_renamed(p, np, &src);
-		if (have_dst && (flags & RENAME_EXCHANGE))
-			inode_renamed(np, p, &dst);
-	}
+	if (r == 0)
+		inode_renamed(p, name, np, newname, flags & RENAME_EXCHANGE);
 	glock_put_many(g, 1);
 	inode_fd_put(np);
 	inode_fd_put(p);
@@ -765,7 +763,7 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		r = ws_set_owner(req, pfd, fd, S_IFREG | (mode & 07777));
 	inode_fd_put(p);
 	if (r == 0)
-		r = inode_from_new_fd(p, fd, &e);
+		r = inode_from_new_fd(p, name, fd, &e);
 	if (r == 0 && ws_inode(e.ino)->type != S_IFREG) {
 		inode_forget(ws_inode(e.ino), 1);
 		r = -EIO;

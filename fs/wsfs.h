@@ -53,6 +53,14 @@ struct inode {
 	TAILQ_ENTRY(inode)	 lru;		/* fds that may be evicted */
 	int			 in_lru;
 	int			 detached;	/* not in the table's tree */
+	/*
+	 * Directories and symlinks: the names the kernel was given for this
+	 * inode (struct kname, in inode.c), so that a rename through the
+	 * mount moves the very inode the kernel moved. A symlink whose names
+	 * end up in two directories is adrift: its depth is not one number.
+	 */
+	LIST_HEAD(, kname)	 knames;
+	int			 adrift;
 	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
 	char			*name;
 };
@@ -170,18 +178,19 @@ struct inode	*inode_root(void);
 struct inode	*inode_from_ino(fuse_ino_t ino);
 int		 inode_lookup(struct inode *parent, const char *name,
 		     struct fuse_entry_param *e);
-int		 inode_adopt(struct inode *parent, int fd,
+int		 inode_adopt(struct inode *parent, const char *name, int fd,
 		     struct fuse_entry_param *e);
-int		 inode_from_new_fd(struct inode *parent, int fd,
-		     struct fuse_entry_param *e);
+int		 inode_from_new_fd(struct inode *parent, const char *name,
+		     int fd, struct fuse_entry_param *e);
 void		 inode_forget(struct inode *in, uint64_t n);
 int		 inode_fd_get(struct inode *in);
 void		 inode_fd_put(struct inode *in);
 int		 inode_open(struct inode *in, int flags);
 int		 inode_stat(struct inode *in, struct stat *st);
 int		 inode_kdepth(struct inode *in, unsigned int *depth);
-void		 inode_renamed(struct inode *from, struct inode *to,
-		     const struct stat *st);
+void		 inode_renamed(struct inode *from, const char *name,
+		     struct inode *to, const char *newname, int exchange);
+void		 inode_unlinked(struct inode *parent, const char *name);
 void		 inode_opened(struct inode *in, int delta);
 void		 inode_procpath(int fd, char *buf, size_t len);
 int		 inode_openat_beneath(int dirfd, const char *name, int flags,

@@ -2,7 +2,8 @@
  * Unit tests for the inode table (fs/inode.c) on a real temporary
  * directory: lookups never follow links, hidden names at the top,
  * references, fd eviction and reopening by handle, symlinks and
- * directories keyed by the directory they are seen in, kernel-view depth.
+ * directories keyed by the directory they are seen in, kernel-view depth,
+ * renames that move the inode the kernel moved.
  * Needs root (open_by_handle_at wants CAP_DAC_READ_SEARCH).
  */
 #include "config.h"
@@ -190,7 +191,6 @@ test_symlink_per_directory_and_depth(void **state)
 	struct inode	*ws = look(inode_root(), "ws", 0), *a, *b, *l1, *l2;
 	unsigned int	 depth;
 	char		 from[256], to[256];
-	struct stat	 st;
 
 	a = look(ws, "a", 0);
 	b = look(a, "b", 0);
@@ -210,10 +210,9 @@ test_symlink_per_directory_and_depth(void **state)
 	assert_int_equal(depth, 0);
 	/* A rename through the mount moves b to the top: depth follows. */
 	snprintf(from, sizeof from, "%s/ws/a/b", base);
-	assert_int_equal(lstat(from, &st), 0);
 	snprintf(to, sizeof to, "%s/ws/b", base);
 	assert_int_equal(rename(from, to), 0);
-	inode_renamed(a, ws, &st);
+	inode_renamed(a, "b", ws, "b", 0);
 	assert_int_equal(inode_kdepth(l1, &depth), 0);
 	assert_int_equal(depth, 1);
 	/* ".." is the parent the kernel knows, never above the root. */
@@ -268,6 +267,107 @@ test_number_reused(void **state)
 	inode_forget(ws, 1);
 }
 
+/*
+ * One symlink inode with two names in one directory is one FUSE inode;
+ * renaming one name elsewhere through the mount leaves the inode with no
+ * single depth: readlink says ESTALE (the kernel then looks both names up
+ * again) and fresh lookups give each name an inode of its own.
+ */
+static void
+test_hardlinked_symlink_renamed(void **state)
+{
+	struct inode	*ws = look(inode_root(), "ws", 0), *d1, *d2, *la, *lb;
+	struct inode	*na, *nc;
+	unsigned int	 depth;
+	char		 from[256], to[256];
+
+	mk("ws/h1", S_IFDIR | 0755);
+	mk("ws/h1/h2", S_IFDIR | 0755);
+	ln_s("/t", "ws/ha");
+	snprintf(from, sizeof from, "%s/ws/ha", base);
+	snprintf(to, sizeof to, "%s/ws/hb", base);
+	assert_int_equal(linkat(AT_FDCWD, from, AT_FDCWD, to, 0), 0);
+	la = look(ws, "ha", 0);
+	lb = look(ws, "hb", 0);
+	assert_ptr_equal(la, lb);
+	d1 = look(ws, "h1", 0);
+	d2 = look(d1, "h2", 0);
+	snprintf(from, sizeof from, "%s/ws/hb", base);
+	snprintf(to, sizeof to, "%s/ws/h1/h2/hc", base);
+	assert_int_equal(rename(from, to), 0);
+	inode_renamed(ws, "hb", d2, "hc", 0);
+	assert_int_equal(inode_kdepth(la, &depth), -ESTALE);
+	na = look(ws, "ha", 0);
+	nc = look(d2, "hc", 0);
+	assert_ptr_not_equal(na, la);
+	assert_ptr_not_equal(nc, la);
+	assert_int_equal(inode_kdepth(na, &depth), 0);
+	assert_int_equal(depth, 0);
+	assert_int_equal(inode_kdepth(nc, &depth), 0);
+	assert_int_equal(depth, 2);
+	inode_forget(nc, 1);
+	inode_forget(na, 1);
+	inode_forget(la, 2);
+	inode_forget(d2, 1);
+	inode_forget(d1, 1);
+	inode_forget(ws, 1);
+}
+
+/*
+ * The backing store moved a directory the kernel holds (another node), so
+ * the object has two FUSE inodes; renames through the mount then move the
+ * inode the kernel moved, never the other one: a link below keeps the depth
+ * the kernel sees.
+ */
+static void
+test_rename_moves_the_kernels_inode(void **state)
+{
+	struct inode	*ws = look(inode_root(), "ws", 0), *q1, *q, *p;
+	struct inode	*stale, *x, *l;
+	unsigned int	 depth;
+	char		 from[256], to[256];
+
+	mk("ws/q1", S_IFDIR | 0755);
+	mk("ws/q1/Q", S_IFDIR | 0755);
+	mk("ws/q1/Q/b", S_IFDIR | 0755);
+	mk("ws/p", S_IFDIR | 0755);
+	ln_s("/t", "ws/q1/Q/b/l");
+	q1 = look(ws, "q1", 0);
+	q = look(q1, "Q", 0);
+	p = look(ws, "p", 0);
+	stale = look(q, "b", 0);
+	/* Another node moves Q/b to p/a; the kernel looks p/a up. */
+	snprintf(from, sizeof from, "%s/ws/q1/Q/b", base);
+	snprintf(to, sizeof to, "%s/ws/p/a", base);
+	assert_int_equal(rename(from, to), 0);
+	x = look(p, "a", 0);
+	assert_ptr_not_equal(x, stale);
+	/* Through the mount: p/a -> Q/c, then Q/c -> the workspace root. */
+	snprintf(from, sizeof from, "%s/ws/p/a", base);
+	snprintf(to, sizeof to, "%s/ws/q1/Q/c", base);
+	assert_int_equal(rename(from, to), 0);
+	inode_renamed(p, "a", q, "c", 0);
+	snprintf(from, sizeof from, "%s/ws/q1/Q/c", base);
+	snprintf(to, sizeof to, "%s/ws/d", base);
+	assert_int_equal(rename(from, to), 0);
+	inode_renamed(q, "c", ws, "d", 0);
+	assert_int_equal(inode_kdepth(x, &depth), 0);
+	assert_int_equal(depth, 1);
+	l = look(x, "l", 0);
+	assert_int_equal(inode_kdepth(l, &depth), 0);
+	assert_int_equal(depth, 1);
+	/* The stale inode stays where the kernel still has it. */
+	assert_int_equal(inode_kdepth(stale, &depth), 0);
+	assert_int_equal(depth, 3);
+	inode_forget(l, 1);
+	inode_forget(x, 1);
+	inode_forget(stale, 1);
+	inode_forget(p, 1);
+	inode_forget(q, 1);
+	inode_forget(q1, 1);
+	inode_forget(ws, 1);
+}
+
 int
 main(void)
 {
@@ -277,6 +377,8 @@ main(void)
 		cmocka_unit_test(test_eviction_and_reopen),
 		cmocka_unit_test(test_symlink_per_directory_and_depth),
 		cmocka_unit_test(test_number_reused),
+		cmocka_unit_test(test_hardlinked_symlink_renamed),
+		cmocka_unit_test(test_rename_moves_the_kernels_inode),
 	};
 
 	log_open("test_inode", LOG_TO_STDERR, 0);
