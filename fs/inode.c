@@ -27,6 +27,7 @@ static struct {
 	void			*names;		/* tsearch tree of knames */
 	TAILQ_HEAD(inode_lru, inode) lru;		/* evictable fds, newest first */
 	unsigned long		 ninodes;
+	uint64_t		 generation;	/* of the newest inode */
 	unsigned long		 nfds;
 	unsigned long		 max_fds;
 	int			 mount_fd;	/* for open_by_handle_at */
@@ -606,13 +607,19 @@ inode_handle(int fd)
 	return fh;
 }
 
-/* The entry reply for in. */
+/*
+ * The entry reply for in. The node id is the inode's address, which malloc
+ * hands out again once the inode is freed; the generation, never reused,
+ * keeps a file handle of the old inode (open_by_handle_at on the mount)
+ * from resolving to the new one while the kernel has it cached.
+ */
 static void
 inode_entry(struct inode *in, const struct stat *st,
     struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof *e);
 	e->ino = in == &itab.root ? FUSE_ROOT_ID : (uintptr_t)in;
+	e->generation = in->generation;
 	e->attr = *st;
 	e->attr_timeout = wsfs.conf.attr_timeout;
 	e->entry_timeout = wsfs.conf.entry_timeout;
@@ -665,6 +672,7 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 			*neu = key;
 			neu->fd = -1;
 			neu->fh = fh;
+			neu->generation = ++itab.generation;
 		}
 		/* Under the lock since the tfind: nothing else came in. */
 		if (neu == NULL ||

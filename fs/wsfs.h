@@ -42,6 +42,7 @@ struct inode {
 	 */
 	struct inode		*parent;	/* table lock */
 	struct file_handle	*fh;		/* const: NULL if fs has none */
+	uint64_t		 generation;	/* const: unique per inode */
 
 	/* All below: guarded by the table lock. */
 	int			 fd;		/* O_PATH fd, -1 when evicted */

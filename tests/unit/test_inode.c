@@ -368,6 +368,35 @@ test_rename_moves_the_kernels_inode(void **state)
 	inode_forget(ws, 1);
 }
 
+/*
+ * A node id is an address, handed out again once its inode is freed: the
+ * pair (node id, generation) never repeats, or a file handle of the old
+ * inode would open the new one.
+ */
+static void
+test_node_id_and_generation_unique(void **state)
+{
+	struct inode		*ws = look(inode_root(), "ws", 0);
+	struct fuse_entry_param	 e1, e2;
+	int			 i, same_id = 0;
+
+	mk("ws/g1", S_IFREG | 0644);
+	mk("ws/g2", S_IFREG | 0644);
+	for (i = 0; i < 50; i++) {
+		assert_int_equal(inode_lookup(ws, "g1", &e1), 0);
+		inode_forget(inode_from_ino(e1.ino), 1);
+		assert_int_equal(inode_lookup(ws, "g2", &e2), 0);
+		inode_forget(inode_from_ino(e2.ino), 1);
+		same_id += e1.ino == e2.ino;
+		/* Either id may come back at any time: generations differ. */
+		assert_true(e1.generation != e2.generation);
+		assert_true(e1.generation != 0 && e2.generation != 0);
+	}
+	print_message("node id handed out again in %d of 50 rounds\n",
+	    same_id);
+	inode_forget(ws, 1);
+}
+
 int
 main(void)
 {
@@ -379,6 +408,7 @@ main(void)
 		cmocka_unit_test(test_number_reused),
 		cmocka_unit_test(test_hardlinked_symlink_renamed),
 		cmocka_unit_test(test_rename_moves_the_kernels_inode),
+		cmocka_unit_test(test_node_id_and_generation_unique),
 	};
 
 	log_open("test_inode", LOG_TO_STDERR, 0);
