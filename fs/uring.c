@@ -41,6 +41,7 @@ struct uring_op {
 static struct io_uring	ring;
 static int		ring_on;
 static pthread_mutex_t	sq_lock = PTHREAD_MUTEX_INITIALIZER;	/* the SQ */
+static int		sq_stuck;	/* sq_lock: queued, not yet taken */
 static pthread_t	cq_thread;
 
 int
@@ -69,16 +70,45 @@ uring_prep(struct io_uring_sqe *sqe, struct uring_op *op)
 	io_uring_sqe_set_data(sqe, op);
 }
 
-/* Queue op on the ring; returns 0 or -errno if the ring would not take it. */
+/*
+ * Hand what is queued on the SQ to the kernel: 0 once it took all of it,
+ * -EAGAIN or -EBUSY when it could not for now (out of memory, completions
+ * not yet reaped). What it did not take stays queued for the next call.
+ */
 static int
-uring_submit(struct uring_op *op)
+uring_flush_locked(void)
+{
+	int	r;
+
+	while (io_uring_sq_ready(&ring) > 0) {
+		r = io_uring_submit(&ring);
+		if (r == -EINTR)
+			continue;
+		if (r == -EAGAIN || r == -EBUSY || r == 0)
+			return r == 0 ? -EAGAIN : r;
+		if (r < 0)
+			/* Queued requests could never be answered. */
+			fatalx("io_uring_submit: %s", strerror(-r));
+	}
+	sq_stuck = 0;
+	return 0;
+}
+
+/*
+ * Queue op on the ring. Returns -EBUSY if there is no room, and the caller
+ * does the I/O itself. Once its SQE is filled in, op belongs to the ring,
+ * even if the kernel does not take it at once: a worker waits for the ring
+ * to take it; the completion thread, which is what makes room, leaves it
+ * queued and submits it again after reaping.
+ */
+static int
+uring_submit(struct uring_op *op, int reaper)
 {
 	struct io_uring_sqe	*sqe;
-	int			 r;
 
 	pthread_mutex_lock(&sq_lock);
 	if ((sqe = io_uring_get_sqe(&ring)) == NULL) {
-		io_uring_submit(&ring);
+		(void)uring_flush_locked();
 		sqe = io_uring_get_sqe(&ring);
 	}
 	if (sqe == NULL) {
@@ -86,11 +116,17 @@ uring_submit(struct uring_op *op)
 		return -EBUSY;
 	}
 	uring_prep(sqe, op);
-	do {
-		r = io_uring_submit(&ring);
-	} while (r == -EINTR);
+	while (uring_flush_locked() < 0) {
+		if (reaper) {
+			sq_stuck = 1;
+			break;
+		}
+		pthread_mutex_unlock(&sq_lock);
+		usleep(1000);
+		pthread_mutex_lock(&sq_lock);
+	}
 	pthread_mutex_unlock(&sq_lock);
-	return r < 0 ? r : 0;
+	return 0;
 }
 
 /* Tell the caller the I/O is over, before the kernel hears of it. */
@@ -162,7 +198,7 @@ err:
 static void
 uring_start(struct uring_op *op)
 {
-	if (!ring_on || uring_submit(op) < 0)
+	if (!ring_on || uring_submit(op, 0) < 0)
 		uring_sync(op);
 }
 
@@ -187,20 +223,28 @@ reply:
 	uring_done(op, 0);
 	return;
 again:
-	if (uring_submit(op) < 0)
+	if (uring_submit(op, 1) < 0)
 		uring_sync(op);
 }
 
 static void *
 uring_reaper(void *arg)
 {
-	struct io_uring_cqe	*cqe;
-	struct uring_op		*op;
-	int			 r, res;
+	struct __kernel_timespec  retry = { .tv_nsec = 1000000 };
+	struct io_uring_cqe	 *cqe;
+	struct uring_op		 *op;
+	int			  r, res, stuck;
 
 	for (;;) {
-		r = io_uring_wait_cqe(&ring, &cqe);
-		if (r == -EINTR || r == -EAGAIN)
+		pthread_mutex_lock(&sq_lock);
+		stuck = sq_stuck && uring_flush_locked() < 0;
+		pthread_mutex_unlock(&sq_lock);
+		/* With requests left queued, come back to submit them. */
+		if (stuck)
+			r = io_uring_wait_cqe_timeout(&ring, &cqe, &retry);
+		else
+			r = io_uring_wait_cqe(&ring, &cqe);
+		if (r == -EINTR || r == -EAGAIN || r == -ETIME)
 			continue;
 		if (r < 0)
 			fatalx("io_uring_wait_cqe: %s", strerror(-r));
@@ -241,11 +285,19 @@ uring_shutdown(void)
 	if (!ring_on)
 		return;
 	pthread_mutex_lock(&sq_lock);
-	while ((sqe = io_uring_get_sqe(&ring)) == NULL)
-		io_uring_submit(&ring);
+	while ((sqe = io_uring_get_sqe(&ring)) == NULL) {
+		pthread_mutex_unlock(&sq_lock);
+		usleep(1000);
+		pthread_mutex_lock(&sq_lock);
+		(void)uring_flush_locked();
+	}
 	io_uring_prep_nop(sqe);
 	io_uring_sqe_set_data(sqe, NULL);
-	io_uring_submit(&ring);
+	while (uring_flush_locked() < 0) {
+		pthread_mutex_unlock(&sq_lock);
+		usleep(1000);
+		pthread_mutex_lock(&sq_lock);
+	}
 	pthread_mutex_unlock(&sq_lock);
 	pthread_join(cq_thread, NULL);
 	io_uring_queue_exit(&ring);

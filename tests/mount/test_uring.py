@@ -2,10 +2,15 @@
 kernel.io_uring_disabled sysctl, wsfs says so in exactly one log line and
 serves reads, writes and fsync with plain syscalls; -o uring=off does the
 same by configuration."""
+import concurrent.futures
+import mmap
 import os
 import re
+import subprocess
 
 import pytest
+
+import wsfstest
 
 SYSCTL = "/proc/sys/kernel/io_uring_disabled"
 
@@ -85,3 +90,49 @@ def test_uring_on_by_default(mount_factory):
     exercise(m)
     assert not any(re.search(r"unavailable|fall", x, re.I)
                    for x in uring_lines(m.log())), m.log()
+
+
+def test_submit_refused(fuse_env, tmp_path):
+    """io_uring_submit fails now and then without taking the queued
+    requests (the kernel's -EAGAIN): every request is still answered once,
+    with the right data, and the daemon lives. An LD_PRELOAD shim
+    (uring_refuse.c) refuses every third submit."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       "uring_refuse.c")
+    so = str(tmp_path / "uring_refuse.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl"],
+                   check=True)
+    wrapper = ["env", f"LD_PRELOAD={so}", "WSFS_URING_REFUSE=3",
+               "ASAN_OPTIONS=verify_asan_link_order=0:"
+               + os.environ.get("ASAN_OPTIONS", "")]
+    with wsfstest.Mount(wrapper=wrapper) as m:
+        exercise(m)
+        chunk = 64 << 10
+        files = {}
+        for n in range(4):
+            files[n] = os.urandom(64 * chunk)
+
+        def worker(n):
+            p = m.path("ws1", f"w{n}")
+            with open(p, "wb") as f:
+                for off in range(0, len(files[n]), chunk):
+                    f.write(files[n][off:off + chunk])
+                f.flush()
+                os.fsync(f.fileno())
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+            try:
+                got = bytearray()
+                buf = mmap.mmap(-1, chunk)
+                for off in range(0, len(files[n]), chunk):
+                    k = os.preadv(fd, [buf], off)
+                    got += buf[:k]
+            finally:
+                os.close(fd)
+            assert bytes(got) == files[n], f"w{n}: data differs"
+
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            for r in [ex.submit(worker, n) for n in files]:
+                r.result()
+        assert m.proc.poll() is None, "wsfs died"
+        assert "uring_refuse: refusing" in m.log(), \
+            f"the shim was not loaded; log:\n{m.log()}"
