@@ -63,6 +63,16 @@ look(struct inode *dir, const char *name, int want)
 	return r == 0 ? inode_from_ino(e.ino) : NULL;
 }
 
+/* The depth readlink would use for in: want, or -errno. */
+static void
+depth_is(struct inode *in, int want)
+{
+	unsigned int	depth;
+	int		r = inode_kdepth(in, &depth);
+
+	assert_int_equal(r < 0 ? r : (int)depth, want);
+}
+
 static int
 setup(void **state)
 {
@@ -189,16 +199,13 @@ static void
 test_symlink_per_directory_and_depth(void **state)
 {
 	struct inode	*ws = look(inode_root(), "ws", 0), *a, *b, *l1, *l2;
-	unsigned int	 depth;
 	char		 from[256], to[256];
 
 	a = look(ws, "a", 0);
 	b = look(a, "b", 0);
 	l1 = look(b, "abs", 0);
-	assert_int_equal(inode_kdepth(l1, &depth), 0);
-	assert_int_equal(depth, 2);
-	assert_int_equal(inode_kdepth(b, &depth), 0);
-	assert_int_equal(depth, 2);
+	depth_is(l1, 2);
+	depth_is(b, 2);
 	/* The same symlink inode hard-linked at the top: another inode. */
 	snprintf(from, sizeof from, "%s/ws/a/b/abs", base);
 	snprintf(to, sizeof to, "%s/ws/abs2", base);
@@ -206,15 +213,13 @@ test_symlink_per_directory_and_depth(void **state)
 	l2 = look(ws, "abs2", 0);
 	assert_ptr_not_equal(l1, l2);
 	assert_int_equal(l1->ino, l2->ino);
-	assert_int_equal(inode_kdepth(l2, &depth), 0);
-	assert_int_equal(depth, 0);
+	depth_is(l2, 0);
 	/* A rename through the mount moves b to the top: depth follows. */
 	snprintf(from, sizeof from, "%s/ws/a/b", base);
 	snprintf(to, sizeof to, "%s/ws/b", base);
 	assert_int_equal(rename(from, to), 0);
 	inode_renamed(a, "b", ws, "b", 0);
-	assert_int_equal(inode_kdepth(l1, &depth), 0);
-	assert_int_equal(depth, 1);
+	depth_is(l1, 1);
 	/* ".." is the parent the kernel knows, never above the root. */
 	assert_ptr_equal(look(b, "..", 0), ws);
 	assert_ptr_equal(look(ws, "..", 0), ws);
@@ -278,7 +283,6 @@ test_hardlinked_symlink_renamed(void **state)
 {
 	struct inode	*ws = look(inode_root(), "ws", 0), *d1, *d2, *la, *lb;
 	struct inode	*na, *nc;
-	unsigned int	 depth;
 	char		 from[256], to[256];
 
 	mk("ws/h1", S_IFDIR | 0755);
@@ -296,15 +300,13 @@ test_hardlinked_symlink_renamed(void **state)
 	snprintf(to, sizeof to, "%s/ws/h1/h2/hc", base);
 	assert_int_equal(rename(from, to), 0);
 	inode_renamed(ws, "hb", d2, "hc", 0);
-	assert_int_equal(inode_kdepth(la, &depth), -ESTALE);
+	depth_is(la, -ESTALE);
 	na = look(ws, "ha", 0);
 	nc = look(d2, "hc", 0);
 	assert_ptr_not_equal(na, la);
 	assert_ptr_not_equal(nc, la);
-	assert_int_equal(inode_kdepth(na, &depth), 0);
-	assert_int_equal(depth, 0);
-	assert_int_equal(inode_kdepth(nc, &depth), 0);
-	assert_int_equal(depth, 2);
+	depth_is(na, 0);
+	depth_is(nc, 2);
 	inode_forget(nc, 1);
 	inode_forget(na, 1);
 	inode_forget(la, 2);
@@ -324,7 +326,6 @@ test_rename_moves_the_kernels_inode(void **state)
 {
 	struct inode	*ws = look(inode_root(), "ws", 0), *q1, *q, *p;
 	struct inode	*stale, *x, *l;
-	unsigned int	 depth;
 	char		 from[256], to[256];
 
 	mk("ws/q1", S_IFDIR | 0755);
@@ -351,14 +352,11 @@ test_rename_moves_the_kernels_inode(void **state)
 	snprintf(to, sizeof to, "%s/ws/d", base);
 	assert_int_equal(rename(from, to), 0);
 	inode_renamed(q, "c", ws, "d", 0);
-	assert_int_equal(inode_kdepth(x, &depth), 0);
-	assert_int_equal(depth, 1);
+	depth_is(x, 1);
 	l = look(x, "l", 0);
-	assert_int_equal(inode_kdepth(l, &depth), 0);
-	assert_int_equal(depth, 1);
+	depth_is(l, 1);
 	/* The stale inode stays where the kernel still has it. */
-	assert_int_equal(inode_kdepth(stale, &depth), 0);
-	assert_int_equal(depth, 3);
+	depth_is(stale, 3);
 	inode_forget(l, 1);
 	inode_forget(x, 1);
 	inode_forget(stale, 1);
