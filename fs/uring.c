@@ -41,7 +41,7 @@ struct uring_op {
 static struct io_uring	ring;
 static int		ring_on;
 static pthread_mutex_t	sq_lock = PTHREAD_MUTEX_INITIALIZER;	/* the SQ */
-static int		sq_stuck;	/* sq_lock: queued, not yet taken */
+static int		sq_stuck;	/* queued, not yet taken; set under sq_lock */
 static pthread_t	cq_thread;
 
 int
@@ -90,7 +90,7 @@ uring_flush_locked(void)
 			/* Queued requests could never be answered. */
 			fatalx("io_uring_submit: %s", strerror(-r));
 	}
-	sq_stuck = 0;
+	__atomic_store_n(&sq_stuck, 0, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -118,7 +118,7 @@ uring_submit(struct uring_op *op, int reaper)
 	uring_prep(sqe, op);
 	while (uring_flush_locked() < 0) {
 		if (reaper) {
-			sq_stuck = 1;
+			__atomic_store_n(&sq_stuck, 1, __ATOMIC_RELAXED);
 			break;
 		}
 		pthread_mutex_unlock(&sq_lock);
@@ -236,9 +236,12 @@ uring_reaper(void *arg)
 	int			  r, res, stuck;
 
 	for (;;) {
-		pthread_mutex_lock(&sq_lock);
-		stuck = sq_stuck && uring_flush_locked() < 0;
-		pthread_mutex_unlock(&sq_lock);
+		stuck = 0;
+		if (__atomic_load_n(&sq_stuck, __ATOMIC_RELAXED)) {
+			pthread_mutex_lock(&sq_lock);
+			stuck = uring_flush_locked() < 0;
+			pthread_mutex_unlock(&sq_lock);
+		}
 		/* With requests left queued, come back to submit them. */
 		if (stuck)
 			r = io_uring_wait_cqe_timeout(&ring, &cqe, &retry);
