@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 
 #include <errno.h>
-#include <signal.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>

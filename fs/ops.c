@@ -59,6 +59,25 @@ ws_handle_del(struct wshandle *h)
 	pthread_mutex_unlock(&handles_lock);
 }
 
+/* What an open file or directory holds, off the handle list already. */
+static void
+ws_file_free(struct wsfile *f)
+{
+	close(f->fd);
+	scratchd_release(f->held);
+	free(f->owners);
+	pthread_mutex_destroy(&f->owners_lock);
+	free(f);
+}
+
+static void
+ws_dir_free(struct wsdir *d)
+{
+	closedir(d->dp);
+	scratchd_release(d->held);
+	free(d);
+}
+
 static struct inode *
 ws_inode(fuse_ino_t ino)
 {
@@ -871,21 +890,17 @@ static void
 ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct wsfile	*f = ws_file(fi);
-
+	struct inode	*in = f->inode;
 	size_t		 i;
 
 	if (fi->flock_release)
-		plock_release_owner(f->inode, fi->lock_owner, 1);
+		plock_release_owner(in, fi->lock_owner, 1);
 	/* OFD locks end with their open file; POSIX ones ended at flush. */
 	for (i = 0; i < f->nowners; i++)
-		plock_release_owner(f->inode, f->owners[i], 0);
+		plock_release_owner(in, f->owners[i], 0);
 	ws_handle_del(&f->h);
-	free(f->owners);
-	pthread_mutex_destroy(&f->owners_lock);
-	close(f->fd);
-	inode_opened(f->inode, -1);
-	scratchd_release(f->held);
-	free(f);
+	ws_file_free(f);
+	inode_opened(in, -1);
 	fuse_reply_err(req, 0);
 }
 
@@ -1052,9 +1067,7 @@ ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct wsdir	*d = ws_dir(fi);
 
 	ws_handle_del(&d->h);
-	closedir(d->dp);
-	scratchd_release(d->held);
-	free(d);
+	ws_dir_free(d);
 	inode_opened(ws_inode(ino), -1);
 	fuse_reply_err(req, 0);
 }
@@ -1399,25 +1412,14 @@ void
 ws_handles_free_all(void)
 {
 	struct wshandle	*h;
-	struct wsfile	*f;
-	struct wsdir	*d;
 
 	pthread_mutex_lock(&handles_lock);
 	while ((h = LIST_FIRST(&ws_handles)) != NULL) {
 		LIST_REMOVE(h, entry);
-		if (h->is_dir) {
-			d = (struct wsdir *)h;
-			closedir(d->dp);
-			scratchd_release(d->held);
-			free(d);
-		} else {
-			f = (struct wsfile *)h;
-			close(f->fd);
-			scratchd_release(f->held);
-			free(f->owners);
-			pthread_mutex_destroy(&f->owners_lock);
-			free(f);
-		}
+		if (h->is_dir)
+			ws_dir_free((struct wsdir *)h);
+		else
+			ws_file_free((struct wsfile *)h);
 	}
 	pthread_mutex_unlock(&handles_lock);
 }
