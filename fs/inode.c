@@ -32,10 +32,51 @@ static struct {
 	unsigned long		 max_fds;
 	int			 mount_fd;	/* for open_by_handle_at */
 	int			 handles_warned;
+	int			*closing;	/* fds to close after unlock */
+	size_t			 nclosing, closing_cap;
 	struct inode		 root;
 } itab = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 };
+
+/*
+ * Closing an inode's last fd can wait for the disk (the inode is written
+ * back or evicted, and that may first read its block), and so can
+ * reopening it: never under itab.lock, which every lookup takes, or one
+ * slow disk read stalls the whole mount. Fds closed under the lock wait in
+ * itab.closing until itab_unlock().
+ */
+static void
+inode_close_later(int fd)
+{
+	int	*a;
+	size_t	 cap;
+
+	if (itab.nclosing == itab.closing_cap) {
+		cap = itab.closing_cap ? itab.closing_cap * 2 : 16;
+		if ((a = reallocarray(itab.closing, cap, sizeof *a)) == NULL) {
+			close(fd);	/* out of memory: slow, not wrong */
+			return;
+		}
+		itab.closing = a;
+		itab.closing_cap = cap;
+	}
+	itab.closing[itab.nclosing++] = fd;
+}
+
+static void
+itab_unlock(void)
+{
+	int	*fds = itab.closing;
+	size_t	 n = itab.nclosing;
+
+	itab.closing = NULL;
+	itab.nclosing = itab.closing_cap = 0;
+	pthread_mutex_unlock(&itab.lock);
+	while (n > 0)
+		close(fds[--n]);
+	free(fds);
+}
 
 static int
 inode_cmp(const void *a, const void *b)
@@ -217,7 +258,7 @@ inode_stats(unsigned long *inodes, unsigned long *fds)
 	pthread_mutex_lock(&itab.lock);
 	*inodes = itab.ninodes;
 	*fds = itab.nfds;
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 }
 
 static int
@@ -236,7 +277,7 @@ inode_evict_locked(void)
 		in = TAILQ_LAST(&itab.lru, inode_lru);
 		TAILQ_REMOVE(&itab.lru, in, lru);
 		in->in_lru = 0;
-		close(in->fd);
+		inode_close_later(in->fd);
 		in->fd = -1;
 		itab.nfds--;
 	}
@@ -273,7 +314,7 @@ inode_free_locked(struct inode *in)
 		tdelete(in, &itab.tree, inode_cmp);
 	inode_lru_del_locked(in);
 	if (in->fd >= 0) {
-		close(in->fd);
+		inode_close_later(in->fd);
 		itab.nfds--;
 	}
 	itab.ninodes--;
@@ -308,7 +349,7 @@ inode_forget(struct inode *in, uint64_t n)
 	in->nlookup -= n;
 	if (in->nlookup == 0 && in->refs == 0)
 		inode_free_locked(in);
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 }
 
 /*
@@ -322,22 +363,27 @@ inode_fd_get(struct inode *in)
 
 	pthread_mutex_lock(&itab.lock);
 	if (in->fd < 0) {
+		/* The handle is the inode's for life; the caller holds it. */
+		itab_unlock();
 		fd = open_by_handle_at(itab.mount_fd, in->fh,
 		    O_PATH | O_CLOEXEC | O_NOFOLLOW);
 		if (fd == -1) {
 			fd = -errno;
-			pthread_mutex_unlock(&itab.lock);
 			/* The inode is gone from the backing store. */
 			return fd == -ESTALE ? -ENOENT : fd;
 		}
-		in->fd = fd;
-		itab.nfds++;
+		pthread_mutex_lock(&itab.lock);
+		if (in->fd < 0) {
+			in->fd = fd;
+			itab.nfds++;
+		} else			/* another thread reopened it meanwhile */
+			inode_close_later(fd);
 	}
 	in->fd_users++;
 	inode_lru_del_locked(in);
 	fd = in->fd;
 	inode_evict_locked();
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 	return fd;
 }
 
@@ -348,7 +394,7 @@ inode_fd_put(struct inode *in)
 	if (--in->fd_users == 0)
 		inode_lru_add_locked(in);
 	inode_evict_locked();
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 }
 
 void
@@ -356,7 +402,7 @@ inode_opened(struct inode *in, int delta)
 {
 	pthread_mutex_lock(&itab.lock);
 	in->opens += delta;
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 }
 
 void
@@ -477,7 +523,7 @@ inode_kdepth(struct inode *in, unsigned int *depth)
 		r = -ENOENT;
 	else
 		*depth = n;
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 	return r;
 }
 
@@ -563,7 +609,7 @@ inode_renamed(struct inode *from, const char *name, struct inode *to,
 		    kname_set_locked(from, name, back));
 	inode_unref_locked(to);
 	inode_unref_locked(from);
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 }
 
 /* name in parent was removed through the mount. */
@@ -577,7 +623,7 @@ inode_unlinked(struct inode *parent, const char *name)
 	if ((k = kname_find_locked(parent, name)) != NULL)
 		kname_drop_locked(k);
 	inode_unref_locked(parent);
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 }
 
 /* Same inode (and generation)? Unknown handles cannot tell: yes. */
@@ -677,7 +723,7 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 		/* Under the lock since the tfind: nothing else came in. */
 		if (neu == NULL ||
 		    (slot = tsearch(neu, &itab.tree, inode_cmp)) == NULL) {
-			pthread_mutex_unlock(&itab.lock);
+			itab_unlock();
 			free(neu);
 			free(fh);
 			close(fd);
@@ -707,7 +753,7 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 		fd = -1;
 	}
 	inode_evict_locked();
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 	free(fh);
 	if (fd >= 0)
 		close(fd);
@@ -762,12 +808,12 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	pthread_mutex_lock(&itab.lock);
 	if ((slot = tfind(&key, &itab.tree, inode_cmp)) == NULL ||
 	    (in = *slot)->type != key.type || !inode_handle_eq(in->fh, fh)) {
-		pthread_mutex_unlock(&itab.lock);
+		itab_unlock();
 		return 0;
 	}
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 	inode_entry(in, &st, e);
 	return 1;
 }
@@ -798,7 +844,7 @@ inode_lookup(struct inode *parent, const char *name,
 		    parent->ws_root != parent)
 			self = parent->parent;
 		self->nlookup++;
-		pthread_mutex_unlock(&itab.lock);
+		itab_unlock();
 		if ((r = inode_stat(self, &st)) < 0) {
 			inode_forget(self, 1);
 			return r;
@@ -829,6 +875,6 @@ inode_lookup(struct inode *parent, const char *name,
 	pthread_mutex_lock(&itab.lock);
 	if (self->name == NULL)
 		self->name = strdup(name);
-	pthread_mutex_unlock(&itab.lock);
+	itab_unlock();
 	return 0;
 }
