@@ -35,6 +35,7 @@ import collections
 import ctypes
 import ctypes.util
 import errno
+import mmap
 import os
 import secrets
 import select
@@ -43,6 +44,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -974,6 +976,134 @@ class Watchdog:
         self.ev.set()
         self.t.join()
         return False
+
+
+# --- page cache -------------------------------------------------------------
+#
+# The kernel drops clean, unmapped page cache on reclaim and on writes to
+# /proc/sys/vm/drop_caches (the CI machines' host does that every few
+# minutes). A check that says "this needs no storage I/O" must keep what
+# it reads mapped, and a check that may need the storage can ask whether
+# the cache was dropped under it.
+
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+
+
+def resident(fd, size):
+    """Fraction of the first size bytes of fd that are in the page cache
+    (mincore; mapping the file does not read it)."""
+    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        raise OSError(ctypes.get_errno(), "mmap")
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    try:
+        _check(libc.mincore(addr, size, vec), "mincore")
+    finally:
+        libc.munmap(addr, size)
+    return sum(v & 1 for v in vec) / pages
+
+
+class CachePin:
+    """Keeps the data of each file in the page cache (mapped and touched:
+    reclaim and drop_caches leave mapped pages alone); the open files also
+    hold their names and inodes in the kernel's caches."""
+
+    def __init__(self, paths):
+        self.maps = []
+        try:
+            for p in paths:
+                with open(p, "rb") as f:
+                    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+                self.maps.append(m)
+                sum(m[i] for i in range(0, len(m), mmap.PAGESIZE))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        for m in self.maps:
+            m.close()
+        self.maps = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+        return False
+
+
+class CacheSentinel:
+    """A file of our own, in the page cache and not mapped: when its pages
+    are gone, the kernel dropped clean page cache since fill()."""
+
+    SIZE = 1 << 20
+
+    def __init__(self):
+        self.f = tempfile.TemporaryFile(dir="/var/tmp")
+        self.f.write(os.urandom(self.SIZE))
+        self.f.flush()
+        os.fsync(self.f.fileno())
+
+    def fill(self):
+        os.pread(self.f.fileno(), self.SIZE, 0)
+
+    def dropped(self):
+        return resident(self.f.fileno(), self.SIZE) < 0.5
+
+    def close(self):
+        self.f.close()
+
+
+def drop_caches():
+    """Drop the clean page cache, dentries and inodes, as reclaim would."""
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+
+def wait_point(tid, daemon=None):
+    """Where thread tid of this process waits in the kernel (innermost
+    frames first) and, with the daemon's pid, how many of its threads wait
+    for a request on /dev/fuse: what a slow answer waited for."""
+    frames = []
+    try:
+        with open(f"/proc/self/task/{tid}/stack") as f:
+            for line in f:
+                fn = line.split()[-1].split("+")[0]
+                if fn.startswith(("do_syscall", "entry_SYSCALL")):
+                    break
+                frames.append(fn)
+    except OSError as e:
+        frames.append(f"(stack: {e.strerror})")
+    out = "waits in " + " < ".join(frames[:5])
+    if daemon:
+        try:
+            tasks = os.listdir(f"/proc/{daemon}/task")
+            busy = collections.Counter()
+            idle = kworkers = 0
+            for t in tasks:
+                with open(f"/proc/{daemon}/task/{t}/comm") as f:
+                    comm = f.read().strip()
+                with open(f"/proc/{daemon}/task/{t}/wchan") as f:
+                    wchan = f.read().strip() or "running"
+                if comm.startswith("iou-"):
+                    kworkers += 1       # the kernel's io_uring workers
+                elif wchan == "fuse_dev_do_read":
+                    idle += 1
+                else:
+                    busy[wchan] += 1
+            out += (f"; {idle} of {idle + sum(busy.values())} daemon "
+                    "threads wait for a request, the others in " +
+                    ", ".join(f"{w} x{n}" for w, n in busy.most_common()) +
+                    f"; {kworkers} io_uring workers")
+        except OSError:
+            pass
+    return out
 
 
 _fusectl_mounted = False

@@ -8,6 +8,7 @@ import select
 import socket
 import stat
 import subprocess
+import threading
 import time
 
 import attacklib as A
@@ -153,17 +154,35 @@ def stop_blocker(p, timeout=5):
     return p.stdout.read() if p.stdout else ""
 
 
-def timed(fn, limit, what, st, found):
+def timed(fn, limit, what, st, found, daemon=None, excuse=None):
     """Run fn, which must finish within limit seconds (the watchdog
-    around the whole test aborts the mount if it never does)."""
+    around the whole test aborts the mount if it never does). A slow
+    answer's failure says where the caller waited (and, with the daemon's
+    pid, how many daemon threads were free). excuse(), if given, may name
+    a cause outside wsfs for a slow answer: that is noted, not failed."""
+    box = {}
+
+    def run():
+        box["tid"] = threading.get_native_id()
+        try:
+            fn()
+        except OSError as e:
+            box["err"] = e
     t0 = time.monotonic()
-    try:
-        fn()
-    except OSError as e:
-        st.errnos[f"{what} {A.errname(e.errno)}"] += 1
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(limit)
+    where = A.wait_point(box.get("tid"), daemon) if th.is_alive() else ""
+    th.join()
     dt = time.monotonic() - t0
+    if "err" in box:
+        st.errnos[f"{what} {A.errname(box['err'].errno)}"] += 1
     if dt > limit:
-        st.fail(f"{what} took {dt:.1f}s (limit {limit}s)")
+        why = excuse() if excuse else None
+        if why:
+            st.notes.append(f"{what} took {dt:.1f}s: {why} ({where})")
+        else:
+            st.fail(f"{what} took {dt:.1f}s (limit {limit}s): {where}")
     return dt
 
 
