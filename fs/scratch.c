@@ -776,24 +776,51 @@ use_get(struct scratch_base *sb, const char *id, double now)
 	return e;
 }
 
-/* Take the shared lock for an entry with holds; mtx held. Never blocks. */
-static void
-use_lock(struct scratch_base *sb, struct use_ent *e)
+/*
+ * Take the shared lock for an entry with holds; mtx held. flock with
+ * LOCK_NB never blocks, but opening the lock file can wait for the disk,
+ * and mtx is taken by every operation on the base: without an fd yet this
+ * returns 1 and the caller, once it has dropped mtx, calls use_lock_open.
+ */
+static int
+use_lock(struct use_ent *e)
 {
-	char	name[64];
-
-	if (e->lockfd < 0) {
-		file_name(name, sizeof name, e->id, "lock");
-		e->lockfd = openat(sb->meta_fd, name, O_RDONLY | O_NOFOLLOW |
-		    O_CLOEXEC | O_NONBLOCK);
-		if (e->lockfd < 0)
-			return;
-	}
+	if (e->lockfd < 0)
+		return 1;
 	/*
 	 * Busy means a task runner holds it exclusively (in use anyway) or
 	 * a sweeper is deciding; try again on the next activity.
 	 */
 	e->locked = flock(e->lockfd, LOCK_SH | LOCK_NB) == 0;
+	return 0;
+}
+
+/* Open id's lock file without mtx, then take the lock if still wanted. */
+static void
+use_lock_open(struct scratch_base *sb, const char *id)
+{
+	struct use_ent	*e;
+	char		 name[64];
+	int		 fd;
+
+	file_name(name, sizeof name, id, "lock");
+	if ((fd = openat(sb->meta_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+	    O_NONBLOCK)) < 0)
+		return;
+	pthread_mutex_lock(&sb->mtx);
+	for (e = sb->use[use_hash(id)]; e != NULL; e = e->next) {
+		if (strcmp(e->id, id) == 0)
+			break;
+	}
+	/* Released, or another thread opened it, meanwhile. */
+	if (e != NULL && e->holds > 0 && e->lockfd < 0) {
+		e->lockfd = fd;
+		fd = -1;
+		(void)use_lock(e);
+	}
+	pthread_mutex_unlock(&sb->mtx);
+	if (fd >= 0)
+		close(fd);
 }
 
 static void
@@ -811,7 +838,7 @@ scratch_note_use(struct scratch_base *sb, const char *id)
 {
 	struct use_ent	*e;
 	double		 now;
-	int		 due = 0;
+	int		 due = 0, open = 0;
 
 	if (!scratch_id_valid(id))
 		return;
@@ -823,9 +850,11 @@ scratch_note_use(struct scratch_base *sb, const char *id)
 			due = 1;
 		}
 		if (e->holds > 0 && !e->locked)
-			use_lock(sb, e);
+			open = use_lock(e);
 	}
 	pthread_mutex_unlock(&sb->mtx);
+	if (open)
+		use_lock_open(sb, id);
 	if (due)
 		use_write(sb, id);
 }
@@ -834,6 +863,7 @@ void
 scratch_hold_open(struct scratch_base *sb, const char *id)
 {
 	struct use_ent	*e;
+	int		 open = 0;
 
 	if (!scratch_id_valid(id))
 		return;
@@ -841,9 +871,11 @@ scratch_hold_open(struct scratch_base *sb, const char *id)
 	if ((e = use_get(sb, id, now_mono())) != NULL) {
 		e->holds++;
 		if (!e->locked)
-			use_lock(sb, e);
+			open = use_lock(e);
 	}
 	pthread_mutex_unlock(&sb->mtx);
+	if (open)
+		use_lock_open(sb, id);
 	scratch_note_use(sb, id);
 }
 
@@ -852,7 +884,7 @@ scratch_hold_close(struct scratch_base *sb, const char *id)
 {
 	struct use_ent	*e;
 	unsigned	 h;
-	int		 last = 0;
+	int		 last = 0, fd = -1;
 
 	if (!scratch_id_valid(id))
 		return;
@@ -865,14 +897,15 @@ scratch_hold_close(struct scratch_base *sb, const char *id)
 	if (e == NULL || e->holds == 0)
 		log_warn("%s: hold_close without hold_open", id);
 	else if (--e->holds == 0) {
-		if (e->lockfd >= 0)
-			close(e->lockfd);
+		fd = e->lockfd;		/* closed after mtx, as it was opened */
 		e->lockfd = -1;
 		e->locked = 0;
 		e->written = now_mono();
 		last = 1;
 	}
 	pthread_mutex_unlock(&sb->mtx);
+	if (fd >= 0)
+		close(fd);
 	/* The last handle closing is the last use so far: record it now. */
 	if (last)
 		use_write(sb, id);
