@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -147,6 +148,20 @@ test_no_follow(void **state)
 	inode_forget(ws, 1);
 }
 
+/* The fds this process really has open. */
+static int
+open_fds(void)
+{
+	DIR	*d;
+	int	 n = 0;
+
+	assert_non_null(d = opendir("/proc/self/fd"));
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n - 3;		/* ".", ".." and d's own fd */
+}
+
 static void
 test_eviction_and_reopen(void **state)
 {
@@ -154,7 +169,7 @@ test_eviction_and_reopen(void **state)
 	unsigned long	 n, fds;
 	struct stat	 st, st2;
 	char		 name[256];
-	int		 i, fd;
+	int		 i, fd, fds0 = open_fds();
 
 	for (i = 0; i < 40; i++) {
 		snprintf(name, sizeof name, "ws/e%d", i);
@@ -165,6 +180,8 @@ test_eviction_and_reopen(void **state)
 	/* max_fds is 4: the rest gave their fds back (roots are pinned). */
 	assert_true(fds <= 4 + 2);
 	assert_true(n >= 41);
+	/* Closed for real, after the table's lock (not under it). */
+	assert_true(open_fds() <= fds0 + 4 + 2);
 	for (i = 0; i < 40; i++) {
 		assert_true((fd = inode_fd_get(in[i])) >= 0);
 		assert_int_equal(fstat(fd, &st), 0);
@@ -192,6 +209,7 @@ test_eviction_and_reopen(void **state)
 		inode_forget(in[i], 1);
 	inode_stats(&n, &fds);
 	assert_true(n <= 2);
+	assert_true(open_fds() <= fds0);
 	inode_forget(ws, 1);
 }
 
