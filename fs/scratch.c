@@ -752,6 +752,19 @@ use_prune(struct scratch_base *sb, double now)
 	}
 }
 
+/* id's entry or NULL; called with mtx held. */
+static struct use_ent *
+use_find(struct scratch_base *sb, const char *id)
+{
+	struct use_ent	*e;
+
+	for (e = sb->use[use_hash(id)]; e != NULL; e = e->next) {
+		if (strcmp(e->id, id) == 0)
+			break;
+	}
+	return e;
+}
+
 /* Find or add id's entry; called with mtx held. NULL: out of memory. */
 static struct use_ent *
 use_get(struct scratch_base *sb, const char *id, double now)
@@ -759,10 +772,8 @@ use_get(struct scratch_base *sb, const char *id, double now)
 	struct use_ent	*e;
 	unsigned	 h = use_hash(id);
 
-	for (e = sb->use[h]; e != NULL; e = e->next) {
-		if (strcmp(e->id, id) == 0)
-			return e;
-	}
+	if ((e = use_find(sb, id)) != NULL)
+		return e;
 	if (sb->nuse >= USE_PRUNE_AT)
 		use_prune(sb, now);
 	if ((e = calloc(1, sizeof *e)) == NULL)
@@ -808,12 +819,8 @@ use_lock_open(struct scratch_base *sb, const char *id)
 	    O_NONBLOCK)) < 0)
 		return;
 	pthread_mutex_lock(&sb->mtx);
-	for (e = sb->use[use_hash(id)]; e != NULL; e = e->next) {
-		if (strcmp(e->id, id) == 0)
-			break;
-	}
 	/* Released, or another thread opened it, meanwhile. */
-	if (e != NULL && e->holds > 0 && e->lockfd < 0) {
+	if ((e = use_find(sb, id)) != NULL && e->holds > 0 && e->lockfd < 0) {
 		e->lockfd = fd;
 		fd = -1;
 		(void)use_lock(e);
@@ -838,7 +845,7 @@ scratch_note_use(struct scratch_base *sb, const char *id)
 {
 	struct use_ent	*e;
 	double		 now;
-	int		 due = 0, open = 0;
+	int		 due = 0, need_fd = 0;
 
 	if (!scratch_id_valid(id))
 		return;
@@ -850,10 +857,10 @@ scratch_note_use(struct scratch_base *sb, const char *id)
 			due = 1;
 		}
 		if (e->holds > 0 && !e->locked)
-			open = use_lock(e);
+			need_fd = use_lock(e);
 	}
 	pthread_mutex_unlock(&sb->mtx);
-	if (open)
+	if (need_fd)
 		use_lock_open(sb, id);
 	if (due)
 		use_write(sb, id);
@@ -863,7 +870,7 @@ void
 scratch_hold_open(struct scratch_base *sb, const char *id)
 {
 	struct use_ent	*e;
-	int		 open = 0;
+	int		 need_fd = 0;
 
 	if (!scratch_id_valid(id))
 		return;
@@ -871,10 +878,10 @@ scratch_hold_open(struct scratch_base *sb, const char *id)
 	if ((e = use_get(sb, id, now_mono())) != NULL) {
 		e->holds++;
 		if (!e->locked)
-			open = use_lock(e);
+			need_fd = use_lock(e);
 	}
 	pthread_mutex_unlock(&sb->mtx);
-	if (open)
+	if (need_fd)
 		use_lock_open(sb, id);
 	scratch_note_use(sb, id);
 }
@@ -883,18 +890,12 @@ void
 scratch_hold_close(struct scratch_base *sb, const char *id)
 {
 	struct use_ent	*e;
-	unsigned	 h;
 	int		 last = 0, fd = -1;
 
 	if (!scratch_id_valid(id))
 		return;
-	h = use_hash(id);
 	pthread_mutex_lock(&sb->mtx);
-	for (e = sb->use[h]; e != NULL; e = e->next) {
-		if (strcmp(e->id, id) == 0)
-			break;
-	}
-	if (e == NULL || e->holds == 0)
+	if ((e = use_find(sb, id)) == NULL || e->holds == 0)
 		log_warn("%s: hold_close without hold_open", id);
 	else if (--e->holds == 0) {
 		fd = e->lockfd;		/* closed after mtx, as it was opened */
