@@ -43,9 +43,117 @@ static struct {
  * Closing an inode's last fd can wait for the disk (the inode is written
  * back or evicted, and that may first read its block), and so can
  * reopening it: never under itab.lock, which every lookup takes, or one
- * slow disk read stalls the whole mount. Fds closed under the lock wait in
- * itab.closing until itab_unlock().
+ * slow disk read stalls the whole mount. Nor in the worker that frees the
+ * inode: that is mostly a FORGET, and libfuse does not count a worker
+ * serving a FORGET as busy, so after the kernel drops its caches a burst
+ * of forgets waiting for the disk could hold every worker while libfuse
+ * started no new one. Fds closed under the lock wait in itab.closing until
+ * itab_unlock(), which hands them to one closer thread; past CLOSER_MAX
+ * queued fds the caller closes its own (slow, but the fds stay bounded).
  */
+#define CLOSER_MAX	1024
+
+static struct {
+	pthread_mutex_t	 lock;
+	pthread_cond_t	 cond;		/* work queued, or the queue emptied */
+	pthread_once_t	 once;
+	int		 running;
+	int		*fds;
+	size_t		 n, cap;
+	size_t		 busy;		/* taken off the queue, not yet closed */
+} closer = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+	.once = PTHREAD_ONCE_INIT,
+};
+
+static void *
+closer_main(void *arg)
+{
+	int	*fds;
+	size_t	 n;
+
+	(void)arg;
+	pthread_mutex_lock(&closer.lock);
+	for (;;) {
+		while (closer.n == 0)
+			pthread_cond_wait(&closer.cond, &closer.lock);
+		fds = closer.fds;
+		closer.busy = n = closer.n;
+		closer.fds = NULL;
+		closer.n = closer.cap = 0;
+		pthread_mutex_unlock(&closer.lock);
+		while (n > 0)
+			close(fds[--n]);
+		free(fds);
+		pthread_mutex_lock(&closer.lock);
+		closer.busy = 0;
+		pthread_cond_broadcast(&closer.cond);
+	}
+	return NULL;
+}
+
+/*
+ * Started by the first close, in a worker: it inherits the worker's
+ * blocked signals and the capabilities left after priv_drop.
+ */
+static void
+closer_start(void)
+{
+	pthread_attr_t	attr;
+	pthread_t	t;
+
+	if (pthread_attr_init(&attr) != 0)
+		return;
+	(void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, closer_main, NULL) == 0)
+		closer.running = 1;
+	else
+		log_warn("no closer thread; fds are closed by the workers");
+	pthread_attr_destroy(&attr);
+}
+
+/* Close n fds in the closer thread, or here if it cannot take them. */
+static void
+closer_push(const int *fds, size_t n)
+{
+	size_t	 cap;
+	int	*a, queued = 0;
+
+	pthread_once(&closer.once, closer_start);
+	pthread_mutex_lock(&closer.lock);
+	if (closer.running && closer.n + n <= CLOSER_MAX) {
+		if (closer.n + n > closer.cap) {
+			cap = closer.n + n < 32 ? 64 : (closer.n + n) * 2;
+			if ((a = reallocarray(closer.fds, cap,
+			    sizeof *a)) != NULL) {
+				closer.fds = a;
+				closer.cap = cap;
+			}
+		}
+		if (closer.n + n <= closer.cap) {
+			memcpy(closer.fds + closer.n, fds, n * sizeof *fds);
+			closer.n += n;
+			queued = 1;
+			pthread_cond_broadcast(&closer.cond);
+		}
+	}
+	pthread_mutex_unlock(&closer.lock);
+	if (!queued)
+		while (n > 0)
+			close(fds[--n]);
+}
+
+/* Wait until every fd handed to the closer is closed (for tests). */
+void
+inode_closes_wait(void)
+{
+	pthread_mutex_lock(&closer.lock);
+	while (closer.n > 0 || closer.busy > 0)
+		pthread_cond_wait(&closer.cond, &closer.lock);
+	pthread_mutex_unlock(&closer.lock);
+}
+
 static void
 inode_close_later(int fd)
 {
@@ -73,8 +181,8 @@ itab_unlock(void)
 	itab.closing = NULL;
 	itab.nclosing = itab.closing_cap = 0;
 	pthread_mutex_unlock(&itab.lock);
-	while (n > 0)
-		close(fds[--n]);
+	if (n > 0)
+		closer_push(fds, n);
 	free(fds);
 }
 

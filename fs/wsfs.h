@@ -197,6 +197,7 @@ void		 inode_procpath(int fd, char *buf, size_t len);
 int		 inode_openat_beneath(int dirfd, const char *name, int flags,
 		     mode_t mode);
 void		 inode_stats(unsigned long *inodes, unsigned long *fds);
+void		 inode_closes_wait(void);
 
 /* priv.c */
 void		 priv_drop(void);

@@ -180,7 +180,8 @@ test_eviction_and_reopen(void **state)
 	/* max_fds is 4: the rest gave their fds back (roots are pinned). */
 	assert_true(fds <= 4 + 2);
 	assert_true(n >= 41);
-	/* Closed for real, after the table's lock (not under it). */
+	/* Closed for real, after the table's lock, by the closer thread. */
+	inode_closes_wait();
 	assert_true(open_fds() <= fds0 + 4 + 2);
 	for (i = 0; i < 40; i++) {
 		assert_true((fd = inode_fd_get(in[i])) >= 0);
@@ -209,6 +210,7 @@ test_eviction_and_reopen(void **state)
 		inode_forget(in[i], 1);
 	inode_stats(&n, &fds);
 	assert_true(n <= 2);
+	inode_closes_wait();
 	assert_true(open_fds() <= fds0);
 	inode_forget(ws, 1);
 }
