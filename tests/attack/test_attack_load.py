@@ -61,7 +61,7 @@ def test_class11_many_blocking_clients(layout, amount):
                 # and lock waiters still queued.
                 worst = max(worst, blocked_fifo_round(
                     L, st, found, 20, [f"fifo{k}" for k in range(4)],
-                    limit=LIMIT))
+                    limit=LIMIT, daemon=amount.pid))
                 for what, fn in [
                         ("stat", lambda: os.stat(L.ws_mnt("plain"))),
                         ("readdir", lambda: os.listdir(L.ws_mnt())),
@@ -69,7 +69,8 @@ def test_class11_many_blocking_clients(layout, amount):
                                               "rb").read()),
                         ("mkdir+rmdir", lambda: os.rmdir(
                             _mkdir(L.ws_mnt(L.atk("d")))))]:
-                    worst = max(worst, timed(fn, LIMIT, what, st, found))
+                    worst = max(worst, timed(fn, LIMIT, what, st, found,
+                                             amount.pid))
                 for p in procs[1:]:
                     if p.poll() is not None:
                         st.fail("lock waiters returned while the lock was "

@@ -309,7 +309,8 @@ def test_class7_special_files(layout, amount):
                             os.lstat(L.ws_mnt(name))
                             os.stat(L.ws_mnt(name))
                     else:
-                        blocked_fifo_round(L, st7, found, 32, ["fifo"])
+                        blocked_fifo_round(L, st7, found, 32, ["fifo"],
+                                           daemon=amount.pid)
                     st7.errnos["ok"] += 1
                 except OSError as e:
                     st7.errnos[f"{what} {A.errname(e.errno)}"] += 1
@@ -324,7 +325,7 @@ def test_class7_special_files(layout, amount):
     assert_clean(7)
 
 
-def blocked_fifo_round(L, st, found, n, fifos, limit=3.0):
+def blocked_fifo_round(L, st, found, n, fifos, limit=3.0, daemon=None):
     """n threads (per FIFO) blocked in open(O_RDONLY) on FIFOs of the
     mount; meanwhile stat, readdir, read and create on the mount must each
     answer within limit seconds. Then a writer releases them."""
@@ -332,14 +333,14 @@ def blocked_fifo_round(L, st, found, n, fifos, limit=3.0):
     try:
         time.sleep(0.3)
         lat = [timed(lambda: os.stat(L.ws_mnt("plain")), limit, "stat",
-                     st, found),
+                     st, found, daemon),
                timed(lambda: os.listdir(L.ws_mnt()), limit, "readdir", st,
-                     found),
+                     found, daemon),
                timed(lambda: open(L.ws_mnt("plain"), "rb").read(), limit,
-                     "read", st, found),
+                     "read", st, found, daemon),
                timed(lambda: os.close(os.open(
                    L.ws_mnt(L.atk("c")), os.O_CREAT | os.O_WRONLY, 0o644)),
-                   limit, "create", st, found)]
+                   limit, "create", st, found, daemon)]
         for p in procs:
             if p.poll() is not None:
                 st.fail("blocked FIFO openers returned without a writer")
