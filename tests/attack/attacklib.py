@@ -1069,7 +1069,9 @@ def drop_caches():
 def wait_point(tid, daemon=None):
     """Where thread tid of this process waits in the kernel (innermost
     frames first) and, with the daemon's pid, how many of its threads wait
-    for a request on /dev/fuse: what a slow answer waited for."""
+    for a request on /dev/fuse: what a slow answer waited for. With
+    DIAG_STACKS=FILE in the environment, every daemon thread's kernel stack
+    is appended to FILE as well."""
     frames = []
     try:
         with open(f"/proc/self/task/{tid}/stack") as f:
