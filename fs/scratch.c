@@ -870,19 +870,14 @@ void
 scratch_hold_open(struct scratch_base *sb, const char *id)
 {
 	struct use_ent	*e;
-	int		 need_fd = 0;
 
 	if (!scratch_id_valid(id))
 		return;
 	pthread_mutex_lock(&sb->mtx);
-	if ((e = use_get(sb, id, now_mono())) != NULL) {
+	if ((e = use_get(sb, id, now_mono())) != NULL)
 		e->holds++;
-		if (!e->locked)
-			need_fd = use_lock(e);
-	}
 	pthread_mutex_unlock(&sb->mtx);
-	if (need_fd)
-		use_lock_open(sb, id);
+	/* Takes the shared lock now that there is a hold. */
 	scratch_note_use(sb, id);
 }
 
