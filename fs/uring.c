@@ -2,9 +2,9 @@
  * The io_uring data path: every liburing call of wsfs lives here. A FUSE
  * worker submits a read, write or fsync and returns at once; the kernel's
  * io_uring workers do the I/O, and one completion thread reaps the results
- * and answers the kernel, so no worker sits blocked on backing I/O. Short transfers are resubmitted for the rest. Where the
- * kernel refuses io_uring (io_uring_disabled), the same calls run as plain
- * syscalls in the worker.
+ * and answers the kernel, so no worker sits blocked on backing I/O. Short
+ * transfers are resubmitted for the rest. Where the kernel refuses io_uring
+ * (io_uring_disabled), the same calls run as plain syscalls in the worker.
  */
 #include "config.h"
 
