@@ -45,12 +45,17 @@ static struct {
 	struct cluster_queue	 work;
 	/* Cache invalidation, which may wait for the kernel's page locks. */
 	struct cluster_queue	 inval;
+	/* Changes that waited for their locks, continued off the workers. */
+	struct cluster_queue	 ops;
 	int			 state;		/* last WSLOCK_* state */
+	uint64_t		 degraded_since; /* ms; 0 while up */
 	unsigned long long	 src_id;	/* SOURCE's inode number */
 } cl = {
 	.work = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	    .cond = PTHREAD_COND_INITIALIZER },
 	.inval = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	    .cond = PTHREAD_COND_INITIALIZER },
+	.ops = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	    .cond = PTHREAD_COND_INITIALIZER },
 	.wake_fd = -1,
 };
@@ -147,6 +152,22 @@ cluster_defer_inval(void (*fn)(void *), void *arg)
 }
 
 void
+cluster_defer_op(void (*fn)(void *), void *arg)
+{
+	cluster_queue_add(&cl.ops, fn, arg);
+}
+
+uint64_t
+cluster_degraded_ms(void)
+{
+	uint64_t	since = __atomic_load_n(&cl.degraded_since,
+			    __ATOMIC_ACQUIRE);
+	uint64_t	now = cluster_now_ms();
+
+	return since != 0 && now > since ? now - since : 0;
+}
+
+void
 cluster_wake(void)
 {
 	uint64_t	one = 1;
@@ -191,6 +212,11 @@ cluster_state(struct wslock *wl, int state, void *arg)
 {
 	int	changed = state != cl.state;
 
+	if (state == WSLOCK_UP)
+		__atomic_store_n(&cl.degraded_since, 0, __ATOMIC_RELEASE);
+	else if (__atomic_load_n(&cl.degraded_since, __ATOMIC_ACQUIRE) == 0)
+		__atomic_store_n(&cl.degraded_since, cluster_now_ms(),
+		    __ATOMIC_RELEASE);
 	__atomic_store_n(&cl.state, state, __ATOMIC_RELEASE);
 	if (changed)
 		log_notice("node %s: lock service %s (%s)", wsfs.conf.node,
@@ -282,6 +308,7 @@ cluster_init(void)
 
 	STAILQ_INIT(&cl.work.tasks);
 	STAILQ_INIT(&cl.inval.tasks);
+	STAILQ_INIT(&cl.ops.tasks);
 	if (wsfs.conf.kind != WS_KIND_SHARED || wsfs.conf.lockd == NULL ||
 	    strcmp(wsfs.conf.lockd, "off") == 0)
 		return 0;
@@ -320,8 +347,11 @@ cluster_start(void)
 		return;
 	if ((cl.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1)
 		fatal("eventfd");
+	/* Down until the first session is up. */
+	__atomic_store_n(&cl.degraded_since, cluster_now_ms(), __ATOMIC_RELEASE);
 	cluster_queue_start(&cl.work);
 	cluster_queue_start(&cl.inval);
+	cluster_queue_start(&cl.ops);
 	if ((r = pthread_create(&cl.lock_thread, NULL, cluster_lock_loop,
 	    NULL)) != 0)
 		fatalx("pthread_create: %s", strerror(r));
@@ -335,6 +365,7 @@ cluster_shutdown(void)
 {
 	if (!cl.enabled)
 		return;
+	cluster_queue_stop(&cl.ops);
 	cluster_queue_stop(&cl.work);
 	cluster_queue_stop(&cl.inval);
 	glock_release_all();

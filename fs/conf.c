@@ -37,6 +37,8 @@ static const struct conf_key conf_keys[] = {
 	{ "key",		    CT_STR,    OFF(key),		0, 0 },
 	{ "node",		    CT_STR,    OFF(node),		0, 0 },
 	{ "lock_timeout",	    CT_DOUBLE, OFF(lock_timeout),	0.1, 86400 },
+	{ "lock_cache",		    CT_INT,    OFF(lock_cache),		1, 1 << 24 },
+	{ "lock_cache_timeout",	    CT_DOUBLE, OFF(lock_cache_timeout),	0, 86400 },
 	{ "scratch_dir",	    CT_STR,    OFF(scratch_dir),	0, 0 },
 	{ "scratch_ttl_hours",	    CT_DOUBLE, OFF(scratch_ttl_hours),	0, 876000 },
 	{ "sweep_interval_minutes", CT_DOUBLE, OFF(sweep_interval_minutes), 0.001, 525600 },
@@ -60,6 +62,8 @@ conf_init(struct wsfs_conf *c)
 	memset(c, 0, sizeof *c);
 	c->kind = WS_KIND_SHARED;
 	c->lock_timeout = 30;
+	c->lock_cache = 20000;
+	c->lock_cache_timeout = 3600;
 	c->scratch_ttl_hours = 24;
 	c->sweep_interval_minutes = 10;
 	c->allow_other = 1;

@@ -25,6 +25,8 @@ struct wsfs_conf {
 	char		*key;		/* cluster key file */
 	char		*node;		/* node name; NULL: hostname */
 	double		 lock_timeout;	/* seconds */
+	int		 lock_cache;	/* idle cluster locks kept */
+	double		 lock_cache_timeout; /* kernel cache under a lock, s */
 	char		*scratch_dir;
 	double		 scratch_ttl_hours;
 	double		 sweep_interval_minutes;

@@ -1,16 +1,42 @@
 /*
  * Object locks of kind=shared mounts, cached like the glocks of a cluster
- * filesystem. Every mutating operation holds the exclusive lock of each
- * object it changes, reads and opens hold the shared lock; the lock is kept
- * after the operation and given back only when another node asks for it
- * (revoke) or after it was idle a while. Before giving a lock back the node
- * makes the object's writes durable and drops the kernel's cached
- * attributes and pages of it; on (re)acquiring it drops them again, so the
- * other node's writes are seen. A lock follows the inode, not its name.
+ * filesystem, and the kernel's caches kept under them.
  *
- * A lock whose lease is in jeopardy is not held: an operation then waits
- * for the lock service up to lock_timeout and fails with EIO, never writing
- * unlocked.
+ * Every change holds the exclusive lock of each object it changes. A lock
+ * is kept after use and given back only when another node asks for it
+ * (revoke) or when more than lock_cache locks are idle (LRU); never after
+ * a while idle. While the node holds an object's lock, shared or
+ * exclusive, nothing can change the object on another node, so the kernel
+ * may cache what it covers: attributes of the object, and for a directory
+ * its names (negative ones too). Lookups and stats of an object the node
+ * holds no lock on ask for the shared lock quietly (granted only if free,
+ * nobody is asked to give theirs back), so that the next answer caches.
+ *
+ * Giving a lock back is the one moment of coherence: the object's writes
+ * are made durable, the kernel's attributes of it are dropped and, for a
+ * directory whose names the kernel was allowed to cache, every cached
+ * name of the mount (FUSE_NOTIFY_INC_EPOCH: the kernel has no cheaper
+ * race-free way to drop one directory's names); then the server is told.
+ * Both drops are lock-free in the kernel, so they cannot wait for a
+ * request that waits for us. Replies racing with a release are safe: the
+ * kernel discards attributes whose request predates the drop
+ * (attr_version) and names whose lookup predates the epoch. File pages are
+ * never trusted across holds instead of being dropped under the lock
+ * (their folio locks may be held by a write waiting for a lock): an open
+ * keeps the page cache only when it is the same hold that filled it, and
+ * pages of a regular file are dropped after the release, for mappings.
+ *
+ * Every timeout handed to the kernel under a lock is at most the lease
+ * the node can still rely on, so no cache outlives the lock even if this
+ * daemon stops dead: the server frees a silent node's locks only after a
+ * whole lease.
+ *
+ * No operation waits for a lock in the calling thread: glock_set_lock
+ * either has every lock of the set now, or parks the set and calls back
+ * from the operations thread once it has them, or with -EIO after
+ * lock_timeout. Sets are taken in one global order (inode number), so
+ * holding the first locks of a set while waiting for the next cannot
+ * deadlock.
  */
 #include "config.h"
 
@@ -27,12 +53,26 @@
 
 /* A busy node keeps a lock this long even when another node asks. */
 #define GLOCK_MIN_HOLD_MS	20
-/* An unused lock goes back after this long. */
-#define GLOCK_IDLE_MS		3000
 /* How long to wait before asking again during the server's grace period. */
 #define GLOCK_RETRY_MS		100
+/* A refused quiet request is not repeated before this. */
+#define GLOCK_QUIET_RETRY_MS	1000
 /* The node's single owner id for object locks. */
 #define GLOCK_OWNER		1
+/* Kernel timeouts stop this much before the lease could end. */
+#define GLOCK_LEASE_MARGIN_MS	200
+#ifndef WSLOCK_QUIET
+#define WSLOCK_QUIET		0	/* until the server knows it */
+#endif
+/* The kernel's notification code, absent from libfuse 3.14's headers. */
+#define GLOCK_NOTIFY_INC_EPOCH	8
+
+/* What the request in flight of a glock is for. */
+enum glock_ask {
+	ASK_NONE,
+	ASK_WAIT,	/* queued at the server until granted */
+	ASK_QUIET,	/* only if free now: a cache hint or an upgrade */
+};
 
 struct glock {
 	struct cluster_waiter	 w;		/* must be first */
@@ -41,53 +81,46 @@ struct glock {
 	size_t			 keylen;	/* const */
 	/* All below: guarded by gl.lock. */
 	struct file_handle	*fh;		/* to fsync; may be NULL */
-	fuse_ino_t		 nodeid;	/* to invalidate; may be 0 */
+	fuse_ino_t		 nodeid;	/* the one FUSE inode cached */
+	mode_t			 type;		/* S_IFMT of the inode, 0 unknown */
 	uint64_t		 reqid;
 	int			 held;		/* 0, WSLOCK_SHARED, _EXCLUSIVE */
 	int			 want;		/* mode asked for, 0 if none */
+	enum glock_ask		 ask;
+	int			 no_upgrade;	/* in-place upgrade refused */
 	int			 releasing;	/* being given back */
 	int			 revoke;	/* another node waits for it */
 	int			 dirty;		/* written since acquired */
+	int			 names;		/* names cached under this hold */
 	unsigned int		 users;		/* operations holding it */
-	unsigned int		 waiters;	/* operations waiting for it */
+	unsigned int		 waiters;	/* sets parked on it */
 	uint64_t		 acquired_ms;
-	uint64_t		 used_ms;
 	uint64_t		 retry_ms;	/* grace: not before this */
-	uint64_t		 gen;		/* bumped at every acquire */
-	TAILQ_ENTRY(glock)	 idle;		/* held, no users */
-	int			 on_idle;
-	TAILQ_HEAD(, glock_defer) deferred;	/* operations parked on it */
-	TAILQ_ENTRY(glock)	 dlink;		/* on gl.deferred */
-	int			 on_deferred;
-};
-
-/*
- * An operation that must not hold a FUSE worker while it waits: called
- * back from the worker thread once the lock is held or the wait failed.
- */
-struct glock_defer {
-	void			(*fn)(void *, struct glock *, int);
-	void			*arg;
-	int			 mode;
-	uint64_t		 deadline;
-	struct inode		*in;		/* for the log */
-	struct glock		*g;		/* result, for the callback */
-	int			 err;
-	TAILQ_ENTRY(glock_defer) entry;
+	uint64_t		 quiet_ms;	/* quiet refused: not before this */
+	uint64_t		 gen;		/* page generation, see glock_open */
+	uint64_t		 open_gen;	/* gen whose pages the kernel has */
+	TAILQ_ENTRY(glock)	 lru;		/* held, no users */
+	int			 on_lru;
+	TAILQ_HEAD(, glock_set)	 parked;	/* sets waiting for it */
+	TAILQ_ENTRY(glock)	 plink;		/* on gl.parked */
+	int			 on_parked;
 };
 
 static struct {
 	pthread_mutex_t		 lock;
-	pthread_cond_t		 cond;
 	void			*tree;
-	TAILQ_HEAD(glock_idle, glock) idle;	/* oldest use last */
-	unsigned long		 count;
+	TAILQ_HEAD(glock_lru, glock) lru;	/* most recent first */
+	unsigned long		 count;		/* glocks in the tree */
+	unsigned long		 nlru;
 	uint64_t		 revoke_due;	/* a revoked lock's hold ends */
-	TAILQ_HEAD(, glock)	 deferred;	/* locks with parked operations */
+	TAILQ_HEAD(, glock)	 parked;	/* glocks with parked sets */
+	unsigned long long	 invals;	/* cache drops at release */
+	int			 epoch_ok;	/* the kernel knows INC_EPOCH */
 } gl = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.idle = TAILQ_HEAD_INITIALIZER(gl.idle),
-	.deferred = TAILQ_HEAD_INITIALIZER(gl.deferred),
+	.lru = TAILQ_HEAD_INITIALIZER(gl.lru),
+	.parked = TAILQ_HEAD_INITIALIZER(gl.parked),
+	.epoch_ok = 1,
 };
 
 /*
@@ -149,44 +182,41 @@ glock_range(struct glock *g, struct wslock_range *r)
 }
 
 static void
-glock_idle_del_locked(struct glock *g)
+glock_lru_del_locked(struct glock *g)
 {
-	if (g->on_idle) {
-		TAILQ_REMOVE(&gl.idle, g, idle);
-		g->on_idle = 0;
+	if (g->on_lru) {
+		TAILQ_REMOVE(&gl.lru, g, lru);
+		g->on_lru = 0;
+		gl.nlru--;
 	}
 }
 
 static void
-glock_idle_add_locked(struct glock *g)
+glock_lru_add_locked(struct glock *g)
 {
-	if (!g->on_idle && g->held && g->users == 0) {
-		TAILQ_INSERT_HEAD(&gl.idle, g, idle);
-		g->on_idle = 1;
+	if (!g->on_lru && g->held && g->users == 0 && !g->releasing) {
+		TAILQ_INSERT_HEAD(&gl.lru, g, lru);
+		g->on_lru = 1;
+		gl.nlru++;
 	}
 }
 
-/* Whether the session really holds g in mode now, by the library's clock. */
+/*
+ * Whether the node may rely on g in mode now: held, not being given back,
+ * and the lease not in doubt.
+ */
 static int
 glock_valid_locked(struct glock *g, int mode)
 {
-	struct wslock_range	r;
-
-	if (g->held < mode || g->releasing)
-		return 0;
-	glock_range(g, &r);
-	if (wslock_held(cluster_handle(), &r, mode, NULL) == 1)
-		return 1;
-	/* Lost or in jeopardy: it is not ours to use. */
-	glock_history("lost", g, g->held, 0);
-	g->held = 0;
-	glock_idle_del_locked(g);
-	return 0;
+	return g->held >= mode && !g->releasing &&
+	    wslock_lease_left(cluster_handle()) > 0;
 }
 
 static void glock_done(struct cluster_waiter *w, int status, uint64_t token);
+static void glock_maybe_release_locked(struct glock *g, uint64_t now);
 static void glock_kick_locked(struct glock *g, uint64_t now);
 static void glock_kick_all_locked(uint64_t now);
+static void glock_trim_locked(uint64_t now);
 
 static struct glock *
 glock_find_locked(ino_t ino, int create)
@@ -200,7 +230,7 @@ glock_find_locked(ino_t ino, int create)
 		return NULL;
 	g->w.done = glock_done;
 	g->ino = ino;
-	TAILQ_INIT(&g->deferred);
+	TAILQ_INIT(&g->parked);
 	g->keylen = cluster_key('g', ino, g->key, sizeof g->key);
 	if ((slot = tsearch(g, &gl.tree, glock_cmp)) == NULL) {
 		free(g);
@@ -227,49 +257,160 @@ glock_by_key_locked(const void *key, size_t keylen)
 	return glock_find_locked((ino_t)ino, 0);
 }
 
-/* Drop the kernel's cached attributes and pages of one inode. */
+/* Forget g if nothing uses, wants or waits for it: memory stays bounded. */
 static void
-glock_invalidate(void *arg)
+glock_gc_locked(struct glock *g)
+{
+	if (g->held || g->users || g->waiters || g->want || g->releasing)
+		return;
+	tdelete(g, &gl.tree, glock_cmp);
+	gl.count--;
+	free(g->fh);
+	free(g);
+}
+
+/*
+ * Tell the kernel that every name it cached may be stale. Lock-free in
+ * the kernel: it bumps the connection's epoch, and names looked up before
+ * the bump are looked up again on their next use.
+ */
+static void
+glock_inc_epoch(void)
+{
+	/* The kernel's struct fuse_out_header. */
+	struct {
+		uint32_t	len;
+		int32_t		error;
+		uint64_t	unique;
+	}			oh;
+
+	if (!__atomic_load_n(&gl.epoch_ok, __ATOMIC_RELAXED))
+		return;
+	oh.len = sizeof oh;
+	oh.error = GLOCK_NOTIFY_INC_EPOCH;
+	oh.unique = 0;
+	if (write(fuse_session_fd(wsfs.se), &oh, sizeof oh) == -1) {
+		log_warn("kernel has no FUSE_NOTIFY_INC_EPOCH (%s): names are "
+		    "not cached under locks", strerror(errno));
+		__atomic_store_n(&gl.epoch_ok, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* Inval thread: drop the pages of a regular file (for mappings). */
+static void
+glock_drop_pages(void *arg)
 {
 	fuse_ino_t	nodeid = (fuse_ino_t)(uintptr_t)arg;
 	int		r;
 
 	r = fuse_lowlevel_notify_inval_inode(wsfs.se, nodeid, 0, 0);
 	if (r < 0 && r != -ENOENT)
-		log_debug("invalidate inode: %s", strerror(-r));
+		log_debug("invalidate pages: %s", strerror(-r));
+}
+
+/*
+ * Drop what the kernel may cache under g: its attributes and, for a
+ * directory whose names were cached, the names. Called before the server
+ * learns the lock is free, or when it is already lost.
+ */
+static void
+glock_drop_caches(fuse_ino_t nodeid, int names)
+{
+	int	r;
+
+	if (nodeid != 0) {
+		r = fuse_lowlevel_notify_inval_inode(wsfs.se, nodeid, -1, 0);
+		if (r < 0 && r != -ENOENT)
+			log_debug("invalidate attributes: %s", strerror(-r));
+	}
+	if (names)
+		glock_inc_epoch();
+	__atomic_add_fetch(&gl.invals, 1, __ATOMIC_RELAXED);
+	stats_count(SC_CACHE_INVALS, 1);
 }
 
 static void
 glock_done(struct cluster_waiter *w, int status, uint64_t token)
 {
 	struct glock	*g = (struct glock *)w;
-	fuse_ino_t	 nodeid = 0;
+	uint64_t	 now = cluster_now_ms();
 
 	pthread_mutex_lock(&gl.lock);
 	if (status == 0) {
-		if (g->want > g->held)
+		if (g->want > g->held) {
+			/* A new hold, unless it upgrades the one we had. */
+			if (g->held == 0) {
+				g->gen++;
+				g->names = 0;
+				g->acquired_ms = now;
+			}
 			g->held = g->want;
+		}
 		glock_history("grant", g, g->held, token);
-		g->acquired_ms = g->used_ms = cluster_now_ms();
-		g->gen++;
-		nodeid = g->nodeid;
-		glock_idle_add_locked(g);
+		g->no_upgrade = 0;
+		glock_lru_add_locked(g);
+	} else if (status == -EAGAIN && g->ask == ASK_QUIET) {
+		if (g->held == WSLOCK_SHARED)
+			g->no_upgrade = 1;
+		else
+			g->quiet_ms = now + GLOCK_QUIET_RETRY_MS;
 	} else if (status == -EBUSY)
-		g->retry_ms = cluster_now_ms() + GLOCK_RETRY_MS;
+		g->retry_ms = now + GLOCK_RETRY_MS;
 	else if (status != -ECANCELED)
 		log_limited(LOG_WARNING, "glock-refused", "node %s: lock %s "
 		    "refused: %s", wsfs.conf.node, g->key, strerror(-status));
 	g->want = 0;
-	glock_kick_locked(g, cluster_now_ms());
-	pthread_cond_broadcast(&gl.cond);
+	g->ask = ASK_NONE;
+	glock_maybe_release_locked(g, now);
+	glock_kick_locked(g, now);
+	if (status == 0)
+		glock_trim_locked(now);
+	glock_gc_locked(g);
 	pthread_mutex_unlock(&gl.lock);
-	/* Another node may have changed it while we did not hold it. */
-	if (nodeid != 0)
-		cluster_defer_inval(glock_invalidate, (void *)(uintptr_t)nodeid);
 }
 
 /*
- * Give a lock back (worker thread): make its writes durable, drop the
+ * Open by handle, for fsync: only a regular file or a directory, never a
+ * device or FIFO someone planted under the inode number (opening those
+ * has effects of its own). -errno or an fd.
+ */
+static int
+glock_open_for_sync(const struct file_handle *fh)
+{
+	struct stat	st;
+	char		path[64];
+	int		pfd, fd;
+
+	pfd = open_by_handle_at(wsfs.source_fd_rd, (struct file_handle *)fh,
+	    O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd == -1)
+		return -errno;
+	if (fstat(pfd, &st) == -1 || !(S_ISREG(st.st_mode) ||
+	    S_ISDIR(st.st_mode))) {
+		close(pfd);
+		return -EINVAL;
+	}
+	inode_procpath(pfd, path, sizeof path);
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	close(pfd);
+	return fd == -1 ? -errno : fd;
+}
+
+static void
+glock_fsync(const struct glock *g, const struct file_handle *fh)
+{
+	int	fd;
+
+	if (fh == NULL || (fd = glock_open_for_sync(fh)) < 0)
+		return;
+	if (fsync(fd) == -1)
+		log_warn("node %s: fsync before giving back %s: %s",
+		    wsfs.conf.node, g->key, strerror(errno));
+	close(fd);
+}
+
+/*
+ * Give a lock back (work thread): make its writes durable, drop the
  * kernel's cache of it, then tell the server.
  */
 static void
@@ -277,32 +418,23 @@ glock_do_release(void *arg)
 {
 	struct glock		*g = arg;
 	struct wslock_range	 r;
-	struct file_handle	*fh;
+	struct file_handle	*fh = NULL;
 	fuse_ino_t		 nodeid;
-	int			 fd, dirty;
+	int			 dirty, names, reg;
 
 	pthread_mutex_lock(&gl.lock);
 	dirty = g->dirty;
-	fh = g->fh;
+	names = g->names && g->type == S_IFDIR;
 	nodeid = g->nodeid;
+	reg = g->type == S_IFREG;
+	if (dirty && g->fh != NULL && (fh = malloc(sizeof *g->fh +
+	    g->fh->handle_bytes)) != NULL)
+		memcpy(fh, g->fh, sizeof *g->fh + g->fh->handle_bytes);
 	pthread_mutex_unlock(&gl.lock);
-	if (dirty && fh != NULL) {
-		fd = open_by_handle_at(wsfs.source_fd_rd, fh, O_RDONLY |
-		    O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-		if (fd >= 0) {
-			if (fsync(fd) == -1)
-				log_warn("node %s: fsync before giving back %s: "
-				    "%s", wsfs.conf.node, g->key,
-				    strerror(errno));
-			close(fd);
-		}
-	}
-	/* Attributes only here: pages may be locked by a waiting request. */
-	if (nodeid != 0) {
-		(void)fuse_lowlevel_notify_inval_inode(wsfs.se, nodeid, -1, 0);
-		cluster_defer_inval(glock_invalidate,
-		    (void *)(uintptr_t)nodeid);
-	}
+	if (dirty)
+		glock_fsync(g, fh);
+	free(fh);
+	glock_drop_caches(nodeid, names);
 	pthread_mutex_lock(&gl.lock);
 	glock_range(g, &r);
 	glock_history("release", g, g->held, 0);
@@ -312,28 +444,33 @@ glock_do_release(void *arg)
 	g->dirty = 0;
 	g->revoke = 0;
 	g->releasing = 0;
-	glock_idle_del_locked(g);
+	g->names = 0;
+	g->no_upgrade = 0;
 	glock_kick_locked(g, cluster_now_ms());
-	pthread_cond_broadcast(&gl.cond);
-	/* Nobody uses or waits for it: forget it, so memory stays bounded. */
-	if (g->users == 0 && g->waiters == 0 && g->want == 0) {
-		tdelete(g, &gl.tree, glock_cmp);
-		gl.count--;
-		free(g->fh);
-		free(g);
-	}
+	glock_gc_locked(g);
 	pthread_mutex_unlock(&gl.lock);
+	cluster_wake();
+	if (reg && nodeid != 0)
+		cluster_defer_inval(glock_drop_pages, (void *)(uintptr_t)nodeid);
 }
 
-/* Start giving g back if nothing uses it and the time has come. */
+static void
+glock_start_release_locked(struct glock *g)
+{
+	g->releasing = 1;
+	glock_lru_del_locked(g);
+	cluster_defer(glock_do_release, g);
+}
+
+/* Start giving g back if it was revoked, nothing uses it, and its time came. */
 static void
 glock_maybe_release_locked(struct glock *g, uint64_t now)
 {
 	uint64_t	due;
 
-	if (!g->held || g->users > 0 || g->releasing || g->want)
+	if (!g->held || !g->revoke || g->users > 0 || g->releasing || g->want)
 		return;
-	if (g->revoke && now < (due = g->acquired_ms + GLOCK_MIN_HOLD_MS)) {
+	if (now < (due = g->acquired_ms + GLOCK_MIN_HOLD_MS)) {
 		/* Come back when the minimum hold is over. */
 		if (gl.revoke_due == 0 || due < gl.revoke_due) {
 			gl.revoke_due = due;
@@ -341,11 +478,34 @@ glock_maybe_release_locked(struct glock *g, uint64_t now)
 		}
 		return;
 	}
-	if (!g->revoke && now < g->used_ms + GLOCK_IDLE_MS)
-		return;
-	g->releasing = 1;
-	glock_idle_del_locked(g);
-	cluster_defer(glock_do_release, g);
+	glock_start_release_locked(g);
+}
+
+/*
+ * More idle locks than lock_cache: give back the least recently used,
+ * files before directories (a directory's release drops cached names).
+ */
+static void
+glock_trim_locked(uint64_t now)
+{
+	struct glock	*g, *pick;
+	int		 scan;
+
+	while (gl.nlru > (unsigned long)wsfs.conf.lock_cache) {
+		pick = NULL;
+		scan = 0;
+		TAILQ_FOREACH_REVERSE(g, &gl.lru, glock_lru, lru) {
+			if (g->type != S_IFDIR || ++scan > 64) {
+				pick = g;
+				break;
+			}
+		}
+		if (pick == NULL)
+			pick = TAILQ_LAST(&gl.lru, glock_lru);
+		if (pick == NULL || pick->want)
+			break;
+		glock_start_release_locked(pick);
+	}
 }
 
 void
@@ -362,19 +522,31 @@ glock_revoke(const void *key, size_t keylen)
 	pthread_mutex_unlock(&gl.lock);
 }
 
+/* The lock went with the lease: nothing cached under it may stay. */
 void
 glock_lost(const void *key, size_t keylen)
 {
 	struct glock	*g;
+	fuse_ino_t	 nodeid = 0;
+	int		 names = 0, had = 0;
 
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_by_key_locked(key, keylen)) != NULL && !g->releasing) {
+	if ((g = glock_by_key_locked(key, keylen)) != NULL && g->held &&
+	    !g->releasing) {
 		glock_history("lost", g, g->held, 0);
+		had = 1;
+		nodeid = g->nodeid;
+		names = g->names && g->type == S_IFDIR;
 		g->held = 0;
-		glock_idle_del_locked(g);
+		g->revoke = 0;
+		g->names = 0;
+		glock_lru_del_locked(g);
+		glock_kick_locked(g, cluster_now_ms());
+		glock_gc_locked(g);
 	}
-	pthread_cond_broadcast(&gl.cond);
 	pthread_mutex_unlock(&gl.lock);
+	if (had)
+		glock_drop_caches(nodeid, names);
 }
 
 void
@@ -382,13 +554,13 @@ glock_state_changed(void)
 {
 	pthread_mutex_lock(&gl.lock);
 	glock_kick_all_locked(cluster_now_ms());
-	pthread_cond_broadcast(&gl.cond);
 	pthread_mutex_unlock(&gl.lock);
 }
 
 /*
- * Lock thread: give back what was revoked or is idle. Returns how many
- * milliseconds may pass before the next call.
+ * Lock thread: give back what was revoked once its minimum hold is over,
+ * fail parked sets past their deadline. Returns how many milliseconds may
+ * pass before the next call.
  */
 int
 glock_tick(void)
@@ -400,19 +572,12 @@ glock_tick(void)
 	pthread_mutex_lock(&gl.lock);
 	if (gl.revoke_due != 0 && now >= gl.revoke_due) {
 		gl.revoke_due = 0;
-		for (g = TAILQ_FIRST(&gl.idle); g != NULL; g = prev) {
-			prev = TAILQ_NEXT(g, idle);
+		for (g = TAILQ_FIRST(&gl.lru); g != NULL; g = prev) {
+			prev = TAILQ_NEXT(g, lru);
 			if (g->revoke)
 				glock_maybe_release_locked(g, now);
 		}
 	}
-	for (g = TAILQ_LAST(&gl.idle, glock_idle); g != NULL; g = prev) {
-		prev = TAILQ_PREV(g, glock_idle, idle);
-		if (!g->revoke && now < g->used_ms + GLOCK_IDLE_MS)
-			break;
-		glock_maybe_release_locked(g, now);
-	}
-	/* Parked operations: retries after a grace refusal, and deadlines. */
 	glock_kick_all_locked(now);
 	if (gl.revoke_due != 0)
 		next = gl.revoke_due > now ? (int)(gl.revoke_due - now) : 0;
@@ -421,7 +586,7 @@ glock_tick(void)
 }
 
 static void
-glock_log_timeout(struct inode *in, const char *key)
+glock_log_timeout(struct inode *in, const char *key, const char *why)
 {
 	char	path[PATH_MAX], proc[64];
 	ssize_t	n = -1;
@@ -434,10 +599,10 @@ glock_log_timeout(struct inode *in, const char *key)
 		inode_fd_put(in);
 	}
 	path[n > 0 ? n : 0] = '\0';
-	log_limited(LOG_ERR, "glock-timeout", "node %s: no lock from %s within "
-	    "%gs for %s (workspace %llu, lock %s): failing with EIO",
-	    wsfs.conf.node, wsfs.conf.lockd, wsfs.conf.lock_timeout,
-	    path[0] ? path : "?", in ? (unsigned long long)in->ws : 0, key);
+	log_limited(LOG_ERR, "glock-timeout", "node %s: no lock from %s %s for "
+	    "%s (workspace %llu, lock %s): failing with EIO", wsfs.conf.node,
+	    wsfs.conf.lockd, why, path[0] ? path : "?",
+	    in ? (unsigned long long)in->ws : 0, key);
 }
 
 /* Find or make the lock of a backing inode and remember how to reach it. */
@@ -449,7 +614,9 @@ glock_prepare_locked(ino_t ino, struct inode *in)
 	if ((g = glock_find_locked(ino, 1)) == NULL)
 		return NULL;
 	if (in != NULL) {
-		g->nodeid = (fuse_ino_t)(uintptr_t)in;
+		if (g->nodeid == 0)
+			g->nodeid = (fuse_ino_t)(uintptr_t)in;
+		g->type = in->type;
 		if (g->fh == NULL && in->fh != NULL &&
 		    (g->fh = malloc(sizeof *in->fh + in->fh->handle_bytes)))
 			memcpy(g->fh, in->fh, sizeof *in->fh +
@@ -458,86 +625,174 @@ glock_prepare_locked(ino_t ino, struct inode *in)
 	return g;
 }
 
+/* Send a request for g in mode; the answer comes to glock_done. */
+static int
+glock_ask_locked(struct glock *g, int mode, enum glock_ask ask)
+{
+	struct wslock_range	r;
+	int			flags, ret;
+
+	glock_range(g, &r);
+	flags = WSLOCK_CACHED | (ask == ASK_WAIT ? WSLOCK_WAIT : WSLOCK_QUIET);
+	g->want = mode;
+	g->ask = ask;
+	if ((ret = wslock_lock(cluster_handle(), &r, mode, flags, &g->w,
+	    &g->reqid)) < 0) {
+		g->want = 0;
+		g->ask = ASK_NONE;
+		return ret;
+	}
+	cluster_wake();
+	return 0;
+}
+
 /*
  * One step of taking g in mode: 1 if held now (one more user), 0 if the
- * caller must wait (a request is on its way), or -errno.
+ * caller must wait (a request is on its way, or a release), or -errno.
  */
 static int
 glock_step_locked(struct glock *g, int mode, uint64_t now)
 {
-	struct wslock_range	r;
-	int			ret;
-
+	/* A revoked lock takes new users only during its minimum hold. */
 	if (glock_valid_locked(g, mode) && (!g->revoke ||
-	    now < g->acquired_ms + GLOCK_MIN_HOLD_MS || g->users > 0)) {
+	    now < g->acquired_ms + GLOCK_MIN_HOLD_MS)) {
 		g->users++;
-		g->used_ms = now;
-		glock_idle_del_locked(g);
+		glock_lru_del_locked(g);
 		return 1;
 	}
-	if (!g->releasing && g->want == 0 && now >= g->retry_ms &&
-	    !(g->held >= mode && g->revoke)) {
-		glock_range(g, &r);
-		if (g->held != 0 && g->held < mode) {
-			/*
-			 * No upgrades: two nodes upgrading their shared locks
-			 * would each wait for the other's. The shared lock
-			 * protects no data (only caches): give it back first,
-			 * once this node's readers are done with it.
-			 */
-			if (g->users > 0)
-				return 0;
-			glock_history("release", g, g->held, 0);
-			(void)wslock_unlock(cluster_handle(), &r);
-			g->held = 0;
-			glock_idle_del_locked(g);
-		}
-		g->want = mode;
-		ret = wslock_lock(cluster_handle(), &r, g->want,
-		    WSLOCK_WAIT | WSLOCK_CACHED, &g->w, &g->reqid);
-		if (ret < 0) {
-			g->want = 0;
-			return ret;
-		}
-		cluster_wake();
+	if (g->releasing || g->want != 0 || now < g->retry_ms ||
+	    g->held >= mode)
+		return 0;
+	if (g->held == WSLOCK_SHARED && mode == WSLOCK_EXCLUSIVE) {
+		/* First try to upgrade in place, if nobody else holds it. */
+		if (!g->no_upgrade)
+			return glock_ask_locked(g, mode, ASK_QUIET);
+		/*
+		 * Two nodes upgrading in turn would wait for each other:
+		 * give the shared lock back, once this node's users are
+		 * done with it, then queue for the exclusive one.
+		 */
+		if (g->users == 0)
+			glock_start_release_locked(g);
+		return 0;
 	}
-	return 0;
+	return glock_ask_locked(g, mode, ASK_WAIT);
 }
 
 static void
-glock_defer_run(void *arg)
+glock_set_run(void *arg)
 {
-	struct glock_defer	*d = arg;
+	struct glock_set	*s = arg;
 
-	if (d->err != 0) {
-		stats_count(SC_LOCK_TIMEOUTS, 1);
-		glock_log_timeout(d->in, "(deferred)");
-	}
-	d->fn(d->arg, d->g, d->err);
-	free(d);
+	s->cont(s->arg, s->err);
 }
 
-/* Hand parked operations of g their lock, or their failure. */
+/* Hand the set's continuation to the operations thread. */
+static void
+glock_set_finish_locked(struct glock_set *s, int err)
+{
+	s->err = err;
+	cluster_defer_op(glock_set_run, s);
+}
+
+/*
+ * Give up the locks s holds. Parked sets waiting for one of them are
+ * moved on at once when kick is set; inside a kick (no recursion into the
+ * lists being walked) the lock thread does it on its next tick.
+ */
+static void
+glock_set_drop_locked(struct glock_set *s, int kick)
+{
+	struct glock	*g;
+	uint64_t	 now = cluster_now_ms();
+
+	while (s->nheld > 0) {
+		g = s->g[--s->nheld];
+		s->g[s->nheld] = NULL;
+		if (--g->users > 0)
+			continue;
+		glock_lru_add_locked(g);
+		glock_maybe_release_locked(g, now);
+		if (g->waiters > 0) {
+			if (kick)
+				glock_kick_locked(g, now);
+			else
+				cluster_wake();
+		}
+	}
+	glock_trim_locked(now);
+}
+
+/*
+ * Take the next locks of s. 1: all held; 0: parked on one (s->on); or
+ * -errno, with nothing held.
+ */
+static int
+glock_set_advance_locked(struct glock_set *s, uint64_t now)
+{
+	struct glock	*g;
+	int		 r;
+
+	while (s->nheld < s->n) {
+		g = glock_prepare_locked(s->ino[s->nheld], s->in[s->nheld]);
+		if (g == NULL) {
+			glock_set_drop_locked(s, 0);
+			return -ENOMEM;
+		}
+		if ((r = glock_step_locked(g, s->mode[s->nheld], now)) < 0) {
+			glock_set_drop_locked(s, 0);
+			return r;
+		}
+		if (r == 0) {
+			s->on = g;
+			return 0;
+		}
+		s->g[s->nheld++] = g;
+	}
+	return 1;
+}
+
+static void
+glock_park_locked(struct glock_set *s)
+{
+	struct glock	*g = s->on;
+
+	g->waiters++;
+	TAILQ_INSERT_TAIL(&g->parked, s, entry);
+	if (!g->on_parked) {
+		TAILQ_INSERT_TAIL(&gl.parked, g, plink);
+		g->on_parked = 1;
+	}
+}
+
+/* Move the sets parked on g on: to their next lock, done, or failed. */
 static void
 glock_kick_locked(struct glock *g, uint64_t now)
 {
-	struct glock_defer	*d, *next;
+	struct glock_set	*s, *next;
 	int			 r;
 
-	for (d = TAILQ_FIRST(&g->deferred); d != NULL; d = next) {
-		next = TAILQ_NEXT(d, entry);
-		r = glock_step_locked(g, d->mode, now);
-		if (r == 0 && now < d->deadline)
+	for (s = TAILQ_FIRST(&g->parked); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		if ((r = glock_set_advance_locked(s, now)) == 0 &&
+		    s->on == g && now < s->deadline)
 			continue;
-		TAILQ_REMOVE(&g->deferred, d, entry);
+		TAILQ_REMOVE(&g->parked, s, entry);
 		g->waiters--;
-		d->g = r == 1 ? g : NULL;
-		d->err = r == 1 ? 0 : -EIO;
-		cluster_defer(glock_defer_run, d);
+		if (r == 0 && s->on != g)
+			glock_park_locked(s);	/* waits for the next lock */
+		else if (r == 1)
+			glock_set_finish_locked(s, 0);
+		else {
+			glock_set_drop_locked(s, 0);
+			stats_count(SC_LOCK_TIMEOUTS, 1);
+			s->timed_out = 1;
+			glock_set_finish_locked(s, -EIO);
+		}
 	}
-	if (TAILQ_EMPTY(&g->deferred) && g->on_deferred) {
-		TAILQ_REMOVE(&gl.deferred, g, dlink);
-		g->on_deferred = 0;
+	if (TAILQ_EMPTY(&g->parked) && g->on_parked) {
+		TAILQ_REMOVE(&gl.parked, g, plink);
+		g->on_parked = 0;
 	}
 }
 
@@ -546,243 +801,272 @@ glock_kick_all_locked(uint64_t now)
 {
 	struct glock	*g, *next;
 
-	for (g = TAILQ_FIRST(&gl.deferred); g != NULL; g = next) {
-		next = TAILQ_NEXT(g, dlink);
+	for (g = TAILQ_FIRST(&gl.parked); g != NULL; g = next) {
+		next = TAILQ_NEXT(g, plink);
 		glock_kick_locked(g, now);
+		glock_gc_locked(g);
 	}
 }
 
-/* Hold the lock of one backing inode; in (may be NULL) names it in logs. */
-static int
-glock_get_ino(ino_t ino, struct inode *in, int mode, struct glock **out)
+void
+glock_set_init(struct glock_set *s)
 {
-	struct timespec		 ts;
-	struct glock		*g;
-	uint64_t		 now, deadline;
-	char			 key[sizeof g->key];
-	int			 ret = 0, unlocked = 0;
-
-	*out = NULL;
-	if (!cluster_enabled())
-		return 0;
-	/*
-	 * Reads keep working while the lock service is away: a shared lock
-	 * only keeps caches fresh, it protects no data. Changes wait.
-	 */
-	if (mode == WSLOCK_SHARED && cluster_degraded())
-		return 0;
-	now = cluster_now_ms();
-	deadline = now + (uint64_t)(wsfs.conf.lock_timeout * 1000);
-	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_prepare_locked(ino, in)) == NULL) {
-		pthread_mutex_unlock(&gl.lock);
-		return -ENOMEM;
-	}
-	g->waiters++;
-	if (!glock_valid_locked(g, mode))
-		stats_count(SC_LOCK_WAITS, 1);
-	for (;;) {
-		now = cluster_now_ms();
-		if (mode == WSLOCK_SHARED && cluster_degraded()) {
-			unlocked = 1;	/* read unlocked, as above */
-			break;
-		}
-		if ((ret = glock_step_locked(g, mode, now)) != 0)
-			break;
-		if (now >= deadline) {
-			if (g->want != 0)
-				(void)wslock_cancel(cluster_handle(), g->reqid);
-			ret = -ETIMEDOUT;
-			break;
-		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000L;	/* re-check the lease often */
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&gl.cond, &gl.lock, &ts);
-	}
-	g->waiters--;
-	/* g may be freed once unlocked unless we are among its users. */
-	memcpy(key, g->key, sizeof key);
-	pthread_mutex_unlock(&gl.lock);
-	if (ret < 0) {
-		stats_count(SC_LOCK_TIMEOUTS, 1);
-		glock_log_timeout(in, key);
-		return -EIO;
-	}
-	if (!unlocked)
-		*out = g;
-	return 0;
+	memset(s, 0, sizeof *s);
 }
 
 /*
- * Take the lock of in if that needs no waiting: 0 with *out (NULL when
- * there is no lock service, or a read while it is away), or -EWOULDBLOCK
- * with a request on its way: then park the operation with glock_defer.
+ * Add an inode to the set, keeping the global order and each inode once
+ * (exclusive wins). ino 0 is skipped; in may be NULL where only the
+ * number is known.
  */
-int
-glock_try(struct inode *in, int exclusive, struct glock **out)
+void
+glock_set_add(struct glock_set *s, ino_t ino, struct inode *in, int exclusive)
 {
-	struct glock	*g;
-	int		 mode = exclusive ? WSLOCK_EXCLUSIVE : WSLOCK_SHARED;
-	int		 r;
+	int	i, j, mode = exclusive ? WSLOCK_EXCLUSIVE : WSLOCK_SHARED;
 
-	*out = NULL;
-	if (!cluster_enabled() || (mode == WSLOCK_SHARED && cluster_degraded()))
+	if (ino == 0 || !cluster_enabled())
+		return;
+	for (i = 0; i < s->n; i++) {
+		if (s->ino[i] == ino) {
+			if (mode > s->mode[i])
+				s->mode[i] = mode;
+			if (s->in[i] == NULL)
+				s->in[i] = in;
+			return;
+		}
+		if (s->ino[i] > ino)
+			break;
+	}
+	if (s->n == GLOCK_MAX)
+		fatalx("glock_set_add: more than %d locks", GLOCK_MAX);
+	for (j = s->n; j > i; j--) {
+		s->ino[j] = s->ino[j - 1];
+		s->in[j] = s->in[j - 1];
+		s->mode[j] = s->mode[j - 1];
+	}
+	s->ino[i] = ino;
+	s->in[i] = in;
+	s->mode[i] = mode;
+	s->n++;
+}
+
+/*
+ * The lock service has been away for longer than lock_timeout: waiting
+ * again would only add another lock_timeout to every change.
+ */
+static int
+glock_service_gone(void)
+{
+	return cluster_degraded() &&
+	    cluster_degraded_ms() >= (uint64_t)(wsfs.conf.lock_timeout * 1000);
+}
+
+int
+glock_set_lock(struct glock_set *s, void (*cont)(void *, int), void *arg)
+{
+	uint64_t	now;
+	int		r;
+
+	s->nheld = 0;
+	s->timed_out = 0;
+	if (s->n == 0)
 		return 0;
+	if (glock_service_gone()) {
+		stats_count(SC_LOCK_TIMEOUTS, 1);
+		glock_log_timeout(s->in[0], "(service away)", "for longer than "
+		    "lock_timeout");
+		return -EIO;
+	}
+	now = cluster_now_ms();
+	s->cont = cont;
+	s->arg = arg;
+	s->deadline = now + (uint64_t)(wsfs.conf.lock_timeout * 1000);
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_prepare_locked(in->ino, in)) == NULL)
-		r = -ENOMEM;
-	else if ((r = glock_step_locked(g, mode, cluster_now_ms())) == 1) {
-		*out = g;
+	if ((r = glock_set_advance_locked(s, now)) == 0) {
+		stats_count(SC_LOCK_WAITS, 1);
+		glock_park_locked(s);
+		r = -EINPROGRESS;
+	} else if (r == 1)
 		r = 0;
-	} else if (r == 0)
-		r = -EWOULDBLOCK;
 	pthread_mutex_unlock(&gl.lock);
 	return r;
 }
 
-/*
- * Call fn(arg, g, 0) from the worker thread once in's lock is held (pair
- * with glock_put), or fn(arg, NULL, -EIO) after lock_timeout; the FUSE
- * worker that asked is free meanwhile.
- */
 void
-glock_defer(struct inode *in, int exclusive,
-    void (*fn)(void *, struct glock *, int), void *arg)
-{
-	struct glock_defer	*d;
-	struct glock		*g;
-	uint64_t		 now = cluster_now_ms();
-
-	if ((d = calloc(1, sizeof *d)) == NULL) {
-		fn(arg, NULL, -ENOMEM);
-		return;
-	}
-	d->fn = fn;
-	d->arg = arg;
-	d->in = in;
-	d->mode = exclusive ? WSLOCK_EXCLUSIVE : WSLOCK_SHARED;
-	d->deadline = now + (uint64_t)(wsfs.conf.lock_timeout * 1000);
-	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_prepare_locked(in->ino, in)) == NULL) {
-		pthread_mutex_unlock(&gl.lock);
-		free(d);
-		fn(arg, NULL, -ENOMEM);
-		return;
-	}
-	stats_count(SC_LOCK_WAITS, 1);
-	g->waiters++;
-	TAILQ_INSERT_TAIL(&g->deferred, d, entry);
-	if (!g->on_deferred) {
-		TAILQ_INSERT_TAIL(&gl.deferred, g, dlink);
-		g->on_deferred = 1;
-	}
-	glock_kick_locked(g, now);
-	pthread_mutex_unlock(&gl.lock);
-}
-
-int
-glock_get(struct inode *in, int exclusive, struct glock **out)
-{
-	return glock_get_ino(in->ino, in, exclusive ? WSLOCK_EXCLUSIVE :
-	    WSLOCK_SHARED, out);
-}
-
-void
-glock_put(struct glock *g, int wrote)
-{
-	if (g == NULL)
-		return;
-	pthread_mutex_lock(&gl.lock);
-	if (wrote)
-		g->dirty = 1;
-	g->used_ms = cluster_now_ms();
-	if (--g->users == 0) {
-		glock_idle_add_locked(g);
-		if (g->revoke)
-			glock_maybe_release_locked(g, g->used_ms);
-		/* Someone may wait for this node's readers to finish. */
-		if (g->waiters > 0) {
-			glock_kick_locked(g, g->used_ms);
-			pthread_cond_broadcast(&gl.cond);
-		}
-	}
-	pthread_mutex_unlock(&gl.lock);
-}
-
-/*
- * Exclusive locks on several inodes (0 entries are skipped, duplicates
- * taken once), in one global order, by inode number, so that two nodes
- * renaming cannot deadlock. ins[i] may be NULL where only the number is
- * known. out must have room for GLOCK_MAX entries.
- */
-int
-glock_get_many(const ino_t *inos, struct inode *const *ins, int n,
-    struct glock **out)
-{
-	int	i, j, k, r, order[GLOCK_MAX];
-
-	for (i = 0; i < GLOCK_MAX; i++)
-		out[i] = NULL;
-	if (!cluster_enabled() || n > GLOCK_MAX)
-		return n > GLOCK_MAX ? -EINVAL : 0;
-	for (i = 0; i < n; i++)
-		order[i] = i;
-	for (i = 1; i < n; i++)
-		for (j = i; j > 0 && inos[order[j]] < inos[order[j - 1]]; j--) {
-			k = order[j];
-			order[j] = order[j - 1];
-			order[j - 1] = k;
-		}
-	for (i = 0, k = 0; i < n; i++) {
-		if (inos[order[i]] == 0 ||
-		    (i > 0 && inos[order[i]] == inos[order[i - 1]]))
-			continue;
-		r = glock_get_ino(inos[order[i]], ins[order[i]],
-		    WSLOCK_EXCLUSIVE, &out[k]);
-		if (r < 0) {
-			while (k > 0)
-				glock_put(out[--k], 0);
-			return r;
-		}
-		k++;
-	}
-	return 0;
-}
-
-void
-glock_put_many(struct glock **gs, int wrote)
+glock_set_unlock(struct glock_set *s, int wrote)
 {
 	int	i;
 
-	for (i = 0; i < GLOCK_MAX; i++) {
-		glock_put(gs[i], wrote);
-		gs[i] = NULL;
+	if (s->nheld == 0)
+		return;
+	pthread_mutex_lock(&gl.lock);
+	if (wrote)
+		for (i = 0; i < s->nheld; i++)
+			s->g[i]->dirty = 1;
+	glock_set_drop_locked(s, 1);
+	pthread_mutex_unlock(&gl.lock);
+}
+
+/* For the log of a set that timed out: which object it waited for. */
+void
+glock_set_log_timeout(struct glock_set *s)
+{
+	struct inode	*in = NULL;
+	int		 i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->in[i] != NULL) {
+			in = s->in[i];
+			break;
+		}
+	glock_log_timeout(in, "(parked)", "within lock_timeout");
+}
+
+/*
+ * How long the kernel may cache what the lock of in covers, in seconds:
+ * 0 unless this node holds it (and in is the FUSE inode it was taken
+ * for); then at most the lease left. Without a hold, ask quietly for the
+ * shared lock so that a later answer may cache. names: the answer hands
+ * out names of the directory in.
+ */
+static double
+glock_timeout(struct inode *in, int names)
+{
+	struct glock	*g;
+	int64_t		 left;
+	double		 t = 0;
+
+	if (in == NULL)
+		return 0;
+	pthread_mutex_lock(&gl.lock);
+	if ((g = glock_prepare_locked(in->ino, in)) == NULL)
+		goto out;
+	if (glock_valid_locked(g, WSLOCK_SHARED) &&
+	    g->nodeid == (fuse_ino_t)(uintptr_t)in) {
+		left = wslock_lease_left(cluster_handle()) -
+		    GLOCK_LEASE_MARGIN_MS;
+		t = left > 0 ? (double)left / 1000 : 0;
+		if (t > wsfs.conf.lock_cache_timeout)
+			t = wsfs.conf.lock_cache_timeout;
+		if (names && t > 0) {
+			if (!__atomic_load_n(&gl.epoch_ok, __ATOMIC_RELAXED))
+				t = 0;
+			else
+				g->names = 1;
+		}
+	} else if (!g->held && !g->want && !g->releasing &&
+	    cluster_now_ms() >= g->quiet_ms && !cluster_degraded())
+		(void)glock_ask_locked(g, WSLOCK_SHARED, ASK_QUIET);
+	glock_gc_locked(g);
+out:
+	pthread_mutex_unlock(&gl.lock);
+	return t;
+}
+
+double
+glock_attr_timeout(struct inode *in)
+{
+	if (!cluster_enabled())
+		return wsfs.conf.attr_timeout;
+	return glock_timeout(in, 0);
+}
+
+double
+glock_entry_timeout(struct inode *parent)
+{
+	if (!cluster_enabled())
+		return wsfs.conf.entry_timeout;
+	return glock_timeout(parent, 1);
+}
+
+/*
+ * An open of in: whether the kernel may keep the pages it has. Only when
+ * the node holds the lock and the pages came from this very hold.
+ */
+int
+glock_open_keep_cache(struct inode *in)
+{
+	struct glock	*g;
+	int		 keep = 0;
+
+	if (!cluster_enabled())
+		return 1;
+	pthread_mutex_lock(&gl.lock);
+	if ((g = glock_prepare_locked(in->ino, in)) != NULL) {
+		if (glock_valid_locked(g, WSLOCK_SHARED) &&
+		    g->nodeid == (fuse_ino_t)(uintptr_t)in) {
+			keep = g->open_gen == g->gen;
+			g->open_gen = g->gen;
+		} else if (!g->held && !g->want && !g->releasing &&
+		    cluster_now_ms() >= g->quiet_ms && !cluster_degraded())
+			(void)glock_ask_locked(g, WSLOCK_SHARED, ASK_QUIET);
+		glock_gc_locked(g);
 	}
+	pthread_mutex_unlock(&gl.lock);
+	return keep;
+}
+
+/* A write that bypassed this node's page cache: its pages are stale. */
+void
+glock_pages_stale(struct inode *in)
+{
+	struct glock	*g;
+
+	if (!cluster_enabled())
+		return;
+	pthread_mutex_lock(&gl.lock);
+	if ((g = glock_find_locked(in->ino, 0)) != NULL)
+		g->gen++;
+	pthread_mutex_unlock(&gl.lock);
+}
+
+/*
+ * An object this node just made: ask for its exclusive lock now, without
+ * waiting, so that the grant is usually there when it is first changed.
+ */
+void
+glock_made(struct inode *in)
+{
+	struct glock	*g;
+
+	if (!cluster_enabled() || in == NULL || cluster_degraded())
+		return;
+	pthread_mutex_lock(&gl.lock);
+	if ((g = glock_prepare_locked(in->ino, in)) != NULL) {
+		if (!g->held && !g->want && !g->releasing)
+			(void)glock_ask_locked(g, WSLOCK_EXCLUSIVE, ASK_WAIT);
+		glock_gc_locked(g);
+	}
+	pthread_mutex_unlock(&gl.lock);
+}
+
+/* Called with the inode table locked (the one lock taken before ours). */
+void
+glock_inode_gone(struct inode *in)
+{
+	struct glock	*g;
+
+	if (!cluster_enabled())
+		return;
+	pthread_mutex_lock(&gl.lock);
+	if ((g = glock_find_locked(in->ino, 0)) != NULL &&
+	    g->nodeid == (fuse_ino_t)(uintptr_t)in)
+		g->nodeid = 0;
+	pthread_mutex_unlock(&gl.lock);
 }
 
 static void
 glock_sync_one(const void *nodep, VISIT which, int depth)
 {
 	struct glock	*g = *(struct glock *const *)nodep;
-	int		 fd;
 
 	if (which != postorder && which != leaf)
 		return;
 	/* The session ends next, and with it every lock. */
 	if (g->held)
 		glock_history("release", g, g->held, 0);
-	if (!g->dirty || g->fh == NULL)
-		return;
-	fd = open_by_handle_at(wsfs.source_fd_rd, g->fh, O_RDONLY | O_NONBLOCK |
-	    O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
+	if (g->dirty)
+		glock_fsync(g, g->fh);
 }
 
 /* At unmount: make every written object durable; the session end frees. */
@@ -795,15 +1079,61 @@ glock_release_all(void)
 }
 
 void
-glock_stats(unsigned long *count, unsigned long *held)
+glock_stats(unsigned long *count, unsigned long *idle)
+{
+	pthread_mutex_lock(&gl.lock);
+	*count = gl.count;
+	*idle = gl.nlru;
+	pthread_mutex_unlock(&gl.lock);
+}
+
+/*
+ * One lock without parking, for the write path: 0 with *out held (NULL
+ * without a lock service), -EWOULDBLOCK with the request on its way (park
+ * with glock_set_lock), -EIO when the service is long gone, -errno.
+ */
+int
+glock_try(struct inode *in, int exclusive, struct glock **out)
 {
 	struct glock	*g;
-	unsigned long	 h = 0;
+	int		 r;
 
+	*out = NULL;
+	if (!cluster_enabled())
+		return 0;
+	if (glock_service_gone()) {
+		stats_count(SC_LOCK_TIMEOUTS, 1);
+		glock_log_timeout(in, "(service away)", "for longer than "
+		    "lock_timeout");
+		return -EIO;
+	}
 	pthread_mutex_lock(&gl.lock);
-	TAILQ_FOREACH(g, &gl.idle, idle)
-		h++;
-	*count = gl.count;
-	*held = h;
+	if ((g = glock_prepare_locked(in->ino, in)) == NULL)
+		r = -ENOMEM;
+	else if ((r = glock_step_locked(g, exclusive ? WSLOCK_EXCLUSIVE :
+	    WSLOCK_SHARED, cluster_now_ms())) == 1) {
+		*out = g;
+		r = 0;
+	} else if (r == 0)
+		r = -EWOULDBLOCK;
+	pthread_mutex_unlock(&gl.lock);
+	return r;
+}
+
+/* Done with a lock of glock_try; wrote: the object changed. */
+void
+glock_put(struct glock *g, int wrote)
+{
+	struct glock_set	s;
+
+	if (g == NULL)
+		return;
+	glock_set_init(&s);
+	s.nheld = 1;
+	s.g[0] = g;
+	pthread_mutex_lock(&gl.lock);
+	if (wrote)
+		g->dirty = 1;
+	glock_set_drop_locked(&s, 1);
 	pthread_mutex_unlock(&gl.lock);
 }

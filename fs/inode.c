@@ -426,6 +426,7 @@ inode_free_locked(struct inode *in)
 		itab.nfds--;
 	}
 	itab.ninodes--;
+	glock_inode_gone(in);
 	free(in->fh);
 	free(in->name);
 	free(in);

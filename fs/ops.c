@@ -220,19 +220,172 @@ ws_io_written(void *arg, int res)
 	glock_put(arg, res > 0);
 }
 
+/*
+ * Answer a lookup or a creation in parent: what the kernel may cache of
+ * the name and of the inode depends on the cluster locks held. A missing
+ * name is answered as a negative entry while the node holds the
+ * directory's lock.
+ */
 static void
-ws_io_read(void *arg, int res)
-{
-	glock_put(arg, 0);
-}
-
-static void
-ws_reply_entry(fuse_req_t req, int r, struct fuse_entry_param *e)
+ws_reply_entry(fuse_req_t req, struct inode *parent, int r,
+    struct fuse_entry_param *e)
 {
 	if (r < 0)
 		fuse_reply_err(req, -r);
-	else
+	else {
+		if (cluster_enabled()) {
+			e->entry_timeout = glock_entry_timeout(parent);
+			e->attr_timeout = glock_attr_timeout(ws_inode(e->ino));
+		}
 		fuse_reply_entry(req, e);
+	}
+}
+
+/* A lookup's answer: a missing name may be cached as a negative entry. */
+static void
+ws_reply_lookup(fuse_req_t req, struct inode *parent, int r,
+    struct fuse_entry_param *e)
+{
+	double	t;
+
+	if (r == -ENOENT && cluster_enabled() &&
+	    (t = glock_entry_timeout(parent)) > 0) {
+		memset(e, 0, sizeof *e);
+		e->entry_timeout = t;
+		fuse_reply_entry(req, e);
+	} else
+		ws_reply_entry(req, parent, r, e);
+}
+
+/*
+ * A change, with copies of what the kernel sent, so that it can wait for
+ * its cluster locks without holding a FUSE worker and go on from the
+ * operations thread. prepare names the locks (it may look at the backing
+ * store); run does the change with them held and answers the kernel, or
+ * returns -EAGAIN without answering when the objects it locked are no
+ * longer the ones the names lead to (another node renamed them), and the
+ * change starts over, at most WS_CHANGE_TRIES times.
+ */
+#define WS_CHANGE_TRIES	4
+
+struct ws_change {
+	fuse_req_t		 req;
+	int			(*prepare)(struct ws_change *);
+	int			(*run)(struct ws_change *);
+	struct glock_set	 locks;
+	int			 tries;
+	struct inode		*in, *in2;
+	const char		*name, *name2;	/* in buf; NULL if none */
+	const char		*data;		/* in buf */
+	size_t			 size;
+	mode_t			 mode;
+	int			 flags, to_set;
+	struct stat		 attr;
+	struct fuse_file_info	 fi;
+	int			 has_fi;
+	uint64_t		 fh2;
+	off_t			 off, off2, len;
+	ino_t			 victim, victim2;
+	char			 buf[];
+};
+
+static struct ws_change *
+ws_change_new(fuse_req_t req, int (*prepare)(struct ws_change *),
+    int (*run)(struct ws_change *), const char *name, const char *name2,
+    const void *data, size_t size)
+{
+	struct ws_change	*c;
+	size_t			 l1 = name ? strlen(name) + 1 : 0;
+	size_t			 l2 = name2 ? strlen(name2) + 1 : 0;
+	char			*p;
+
+	if ((c = calloc(1, sizeof *c + l1 + l2 + size)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return NULL;
+	}
+	c->req = req;
+	c->prepare = prepare;
+	c->run = run;
+	p = c->buf;
+	if (name != NULL) {
+		c->name = memcpy(p, name, l1);
+		p += l1;
+	}
+	if (name2 != NULL) {
+		c->name2 = memcpy(p, name2, l2);
+		p += l2;
+	}
+	if (size > 0)
+		memcpy(p, data, size);
+	c->data = p;
+	c->size = size;
+	return c;
+}
+
+static void	ws_change_go(struct ws_change *);
+
+/* Run a change whose locks are held; start over if it asks to. */
+static void
+ws_change_run(struct ws_change *c)
+{
+	int	r;
+
+	r = c->run(c);
+	glock_set_unlock(&c->locks, 1);
+	if (r == -EAGAIN) {
+		c->tries++;
+		ws_change_go(c);
+		return;
+	}
+	free(c);
+}
+
+/* Operations thread: the parked change has its locks, or none in time. */
+static void
+ws_change_resume(void *arg, int err)
+{
+	struct ws_change	*c = arg;
+
+	if (err < 0) {
+		glock_set_log_timeout(&c->locks);
+		fuse_reply_err(c->req, -err);
+		free(c);
+		return;
+	}
+	ws_change_run(c);
+}
+
+static void
+ws_change_go(struct ws_change *c)
+{
+	int	r;
+
+	glock_set_init(&c->locks);
+	if ((r = c->prepare(c)) == 0)
+		r = glock_set_lock(&c->locks, ws_change_resume, c);
+	if (r == -EINPROGRESS)
+		return;
+	if (r < 0) {
+		fuse_reply_err(c->req, -r);
+		free(c);
+		return;
+	}
+	ws_change_run(c);
+}
+
+/* Whether run may still ask to start over. */
+static int
+ws_change_may_retry(struct ws_change *c)
+{
+	return cluster_enabled() && c->tries < WS_CHANGE_TRIES - 1;
+}
+
+/* The lock of the change's one inode, exclusive. */
+static int
+ws_prepare_in(struct ws_change *c)
+{
+	glock_set_add(&c->locks, c->in->ino, c->in, 1);
+	return 0;
 }
 
 static void
@@ -264,7 +417,9 @@ ws_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param	e;
 
-	ws_reply_entry(req, inode_lookup(ws_inode(parent), name, &e), &e);
+	struct inode		*p = ws_inode(parent);
+
+	ws_reply_lookup(req, p, inode_lookup(p, name, &e), &e);
 }
 
 static void
@@ -299,7 +454,7 @@ ws_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		fuse_reply_attr(req, &st, wsfs.conf.attr_timeout);
+		fuse_reply_attr(req, &st, glock_attr_timeout(ws_inode(ino)));
 }
 
 static int
@@ -350,30 +505,22 @@ ws_utimens(int fd, struct fuse_file_info *fi, struct inode *in,
 	return utimensat(AT_FDCWD, path, ts, 0) == -1 ? -errno : 0;
 }
 
-static void
-ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-    struct fuse_file_info *fi)
+static int
+ws_setattr_run(struct ws_change *c)
 {
-	struct inode	*in = ws_inode(ino);
-	struct glock	*g;
-	struct stat	 st;
+	fuse_req_t	 req = c->req;
+	struct inode	*in = c->in;
+	struct fuse_file_info *fi = c->has_fi ? &c->fi : NULL;
+	struct stat	*attr = &c->attr, st;
+	int		 to_set = c->to_set;
 	char		 path[64];
 	uid_t		 uid;
 	gid_t		 gid;
 	int		 fd, r = 0;
 
-	if (in == inode_root() && fuse_req_ctx(req)->uid != 0) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	if ((r = glock_get(in, 1, &g)) < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
 	if ((fd = inode_fd_get(in)) < 0) {
-		glock_put(g, 0);
 		fuse_reply_err(req, -fd);
-		return;
+		return 0;
 	}
 	/* Owner first: chown clears setuid bits a following chmod may set. */
 	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
@@ -412,11 +559,35 @@ ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		r = -errno;
 out:
 	inode_fd_put(in);
-	glock_put(g, 1);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		fuse_reply_attr(req, &st, wsfs.conf.attr_timeout);
+		fuse_reply_attr(req, &st, glock_attr_timeout(in));
+	return 0;
+}
+
+static void
+ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+    struct fuse_file_info *fi)
+{
+	struct inode		*in = ws_inode(ino);
+	struct ws_change	*c;
+
+	if (in == inode_root() && fuse_req_ctx(req)->uid != 0) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if ((c = ws_change_new(req, ws_prepare_in, ws_setattr_run, NULL, NULL,
+	    NULL, 0)) == NULL)
+		return;
+	c->in = in;
+	c->attr = *attr;
+	c->to_set = to_set;
+	if (fi != NULL) {
+		c->fi = *fi;
+		c->has_fi = 1;
+	}
+	ws_change_go(c);
 }
 
 static void
@@ -480,18 +651,16 @@ ws_created(fuse_req_t req, struct inode *parent, int pfd, const char *name,
 	return inode_adopt(parent, name, fd, e);
 }
 
-static void
-ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-    const char *link)
+static int
+ws_make_run(struct ws_change *c)
 {
-	struct inode		*p = ws_inode(parent);
+	fuse_req_t		 req = c->req;
+	struct inode		*p = c->in;
+	const char		*name = c->name, *link = c->name2;
+	mode_t			 mode = c->mode;
 	struct fuse_entry_param	 e;
-	struct glock		*g = NULL;
 	int			 pfd, r;
 
-	if ((r = ws_may_change(req, p, name)) < 0 ||
-	    (r = glock_get(p, 1, &g)) < 0)
-		goto out;
 	if ((pfd = inode_fd_get(p)) < 0) {
 		r = pfd;
 		goto out;
@@ -504,9 +673,31 @@ ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		r = mknodat(pfd, name, mode, 0);
 	r = r == -1 ? -errno : ws_created(req, p, pfd, name, mode, &e);
 	inode_fd_put(p);
+	if (r == 0)
+		glock_made(ws_inode(e.ino));
 out:
-	glock_put(g, 1);
-	ws_reply_entry(req, r, &e);
+	ws_reply_entry(req, p, r, &e);
+	return 0;
+}
+
+static void
+ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+    const char *link)
+{
+	struct inode		*p = ws_inode(parent);
+	struct ws_change	*c;
+	int			 r;
+
+	if ((r = ws_may_change(req, p, name)) < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if ((c = ws_change_new(req, ws_prepare_in, ws_make_run, name, link,
+	    NULL, 0)) == NULL)
+		return;
+	c->in = p;
+	c->mode = mode;
+	ws_change_go(c);
 }
 
 static void
@@ -542,33 +733,59 @@ ws_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	ws_make(req, parent, name, S_IFLNK | 0777, link);
 }
 
+/* The directory and the object whose link count changes. */
+static int
+ws_remove_prepare(struct ws_change *c)
+{
+	int	pfd;
+
+	if ((pfd = inode_fd_get(c->in)) < 0)
+		return pfd;
+	c->victim = ws_name_ino(pfd, c->name);
+	inode_fd_put(c->in);
+	glock_set_add(&c->locks, c->in->ino, c->in, 1);
+	glock_set_add(&c->locks, c->victim, NULL, 1);
+	return 0;
+}
+
+static int
+ws_remove_run(struct ws_change *c)
+{
+	int	pfd, r;
+
+	if ((pfd = inode_fd_get(c->in)) < 0) {
+		fuse_reply_err(c->req, -pfd);
+		return 0;
+	}
+	if (ws_change_may_retry(c) && ws_name_ino(pfd, c->name) != c->victim) {
+		inode_fd_put(c->in);
+		return -EAGAIN;
+	}
+	r = unlinkat(pfd, c->name, c->flags) == -1 ? -errno : 0;
+	if (r == 0)
+		inode_unlinked(c->in, c->name);
+	inode_fd_put(c->in);
+	fuse_reply_err(c->req, -r);
+	return 0;
+}
+
 static void
 ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
-	struct inode	*p = ws_inode(parent), *ins[2];
-	struct glock	*g[GLOCK_MAX] = { NULL };
-	ino_t		 inos[2];
-	int		 pfd, r;
+	struct inode		*p = ws_inode(parent);
+	struct ws_change	*c;
+	int			 r;
 
-	if ((r = ws_may_change(req, p, name)) < 0)
-		goto out;
-	if ((pfd = inode_fd_get(p)) < 0) {
-		r = pfd;
-		goto out;
+	if ((r = ws_may_change(req, p, name)) < 0) {
+		fuse_reply_err(req, -r);
+		return;
 	}
-	/* The directory and the object whose link count changes. */
-	inos[0] = p->ino;
-	ins[0] = p;
-	inos[1] = ws_name_ino(pfd, name);
-	ins[1] = NULL;
-	if ((r = glock_get_many(inos, ins, 2, g)) == 0)
-		r = unlinkat(pfd, name, flags) == -1 ? -errno : 0;
-	if (r == 0)
-		inode_unlinked(p, name);
-	inode_fd_put(p);
-	glock_put_many(g, 1);
-out:
-	fuse_reply_err(req, -r);
+	if ((c = ws_change_new(req, ws_remove_prepare, ws_remove_run, name,
+	    NULL, NULL, 0)) == NULL)
+		return;
+	c->in = p;
+	c->flags = flags;
+	ws_change_go(c);
 }
 
 static void
@@ -583,47 +800,103 @@ ws_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ws_remove(req, parent, name, AT_REMOVEDIR);
 }
 
+/* Both directories, the moved object and the one it replaces. */
+static int
+ws_rename_prepare(struct ws_change *c)
+{
+	int	pfd, npfd, r;
+
+	if ((r = ws_fd_get2(c->in, c->in2, &pfd, &npfd)) < 0)
+		return r;
+	c->victim = ws_name_ino(pfd, c->name);
+	c->victim2 = ws_name_ino(npfd, c->name2);
+	inode_fd_put(c->in2);
+	inode_fd_put(c->in);
+	glock_set_add(&c->locks, c->in->ino, c->in, 1);
+	glock_set_add(&c->locks, c->in2->ino, c->in2, 1);
+	glock_set_add(&c->locks, c->victim, NULL, 1);
+	glock_set_add(&c->locks, c->victim2, NULL, 1);
+	return 0;
+}
+
+static int
+ws_rename_run(struct ws_change *c)
+{
+	int	pfd, npfd, r;
+
+	if ((r = ws_fd_get2(c->in, c->in2, &pfd, &npfd)) < 0) {
+		fuse_reply_err(c->req, -r);
+		return 0;
+	}
+	if (ws_change_may_retry(c) && (ws_name_ino(pfd, c->name) != c->victim ||
+	    ws_name_ino(npfd, c->name2) != c->victim2))
+		r = -EAGAIN;
+	else if (renameat2(pfd, c->name, npfd, c->name2,
+	    (unsigned int)c->flags) == -1)
+		r = -errno;
+	if (r == 0)
+		inode_renamed(c->in, c->name, c->in2, c->name2,
+		    c->flags & RENAME_EXCHANGE);
+	inode_fd_put(c->in2);
+	inode_fd_put(c->in);
+	if (r == -EAGAIN)
+		return r;
+	fuse_reply_err(c->req, -r);
+	return 0;
+}
+
 static void
 ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	struct inode	*p = ws_inode(parent), *np = ws_inode(newparent);
-	struct inode	*ins[4] = { p, np, NULL, NULL };
-	struct glock	*g[GLOCK_MAX] = { NULL };
-	struct stat	 src, dst;
-	ino_t		 inos[4];
-	int		 pfd, npfd, r, have_src, have_dst;
+	struct inode		*p = ws_inode(parent), *np = ws_inode(newparent);
+	struct ws_change	*c;
+	int			 r;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		r = -EINVAL;
-		goto out;
-	}
-	if (!ws_same_workspace(p, np)) {
+	else if (!ws_same_workspace(p, np))
 		r = -EXDEV;
-		goto out;
+	else if ((r = ws_may_change(req, p, name)) == 0)
+		r = ws_may_change(req, np, newname);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
 	}
-	if ((r = ws_may_change(req, p, name)) < 0 ||
-	    (r = ws_may_change(req, np, newname)) < 0)
-		goto out;
-	if ((r = ws_fd_get2(p, np, &pfd, &npfd)) < 0)
-		goto out;
-	/* Both directories, the moved object and the one it replaces. */
-	have_src = fstatat(pfd, name, &src, AT_SYMLINK_NOFOLLOW) == 0;
-	have_dst = fstatat(npfd, newname, &dst, AT_SYMLINK_NOFOLLOW) == 0;
-	inos[0] = p->ino;
-	inos[1] = np->ino;
-	inos[2] = have_src ? src.st_ino : 0;
-	inos[3] = have_dst ? dst.st_ino : 0;
-	if ((r = glock_get_many(inos, ins, 4, g)) == 0)
-		r = renameat2(pfd, name, npfd, newname, flags) == -1 ?
+	if ((c = ws_change_new(req, ws_rename_prepare, ws_rename_run, name,
+	    newname, NULL, 0)) == NULL)
+		return;
+	c->in = p;
+	c->in2 = np;
+	c->flags = (int)flags;
+	ws_change_go(c);
+}
+
+/* The object whose link count changes and the new directory. */
+static int
+ws_link_prepare(struct ws_change *c)
+{
+	glock_set_add(&c->locks, c->in->ino, c->in, 1);
+	glock_set_add(&c->locks, c->in2->ino, c->in2, 1);
+	return 0;
+}
+
+static int
+ws_link_run(struct ws_change *c)
+{
+	struct fuse_entry_param	 e;
+	int			 fd, npfd, r;
+
+	if ((r = ws_fd_get2(c->in, c->in2, &fd, &npfd)) == 0) {
+		r = linkat(fd, "", npfd, c->name, AT_EMPTY_PATH) == -1 ?
 		    -errno : 0;
+		inode_fd_put(c->in2);
+		inode_fd_put(c->in);
+	}
 	if (r == 0)
-		inode_renamed(p, name, np, newname, flags & RENAME_EXCHANGE);
-	glock_put_many(g, 1);
-	inode_fd_put(np);
-	inode_fd_put(p);
-out:
-	fuse_reply_err(req, -r);
+		r = inode_lookup(c->in2, c->name, &e);
+	ws_reply_entry(c->req, c->in2, r, &e);
+	return 0;
 }
 
 static void
@@ -631,32 +904,23 @@ ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
     const char *newname)
 {
 	struct inode		*in = ws_inode(ino), *np = ws_inode(newparent);
-	struct inode		*ins[2] = { in, np };
-	struct glock		*g[GLOCK_MAX] = { NULL };
-	struct fuse_entry_param	 e;
-	ino_t			 inos[2];
-	int			 fd, npfd, r;
+	struct ws_change	*c;
+	int			 r = 0;
 
-	if (!ws_same_workspace(in, np) || in->ws_root == NULL) {
+	if (!ws_same_workspace(in, np) || in->ws_root == NULL)
 		r = -EXDEV;
-		goto out;
+	else
+		r = ws_may_change(req, np, newname);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
 	}
-	if ((r = ws_may_change(req, np, newname)) < 0)
-		goto out;
-	if ((r = ws_fd_get2(in, np, &fd, &npfd)) < 0)
-		goto out;
-	inos[0] = in->ino;
-	inos[1] = np->ino;
-	if ((r = glock_get_many(inos, ins, 2, g)) == 0)
-		r = linkat(fd, "", npfd, newname, AT_EMPTY_PATH) == -1 ?
-		    -errno : 0;
-	glock_put_many(g, 1);
-	inode_fd_put(np);
-	inode_fd_put(in);
-	if (r == 0)
-		r = inode_lookup(np, newname, &e);
-out:
-	ws_reply_entry(req, r, &e);
+	if ((c = ws_change_new(req, ws_link_prepare, ws_link_run, newname,
+	    NULL, NULL, 0)) == NULL)
+		return;
+	c->in = in;
+	c->in2 = np;
+	ws_change_go(c);
 }
 
 static struct wsfile *
@@ -674,10 +938,10 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	    ws_is_sgid_noexec(fd);
 	fi->fh = (uintptr_t)f;
 	/*
-	 * With a lock service, other nodes change files: drop the cached
-	 * pages at each open (close-to-open, as NFS does).
+	 * With a lock service, other nodes change files: keep the cached
+	 * pages only when they were read under the same cluster lock hold.
 	 */
-	fi->keep_cache = !cluster_enabled();
+	fi->keep_cache = glock_open_keep_cache(in);
 	/*
 	 * O_DIRECT bypasses the kernel's cache; the backing open need not.
 	 * With other nodes appending too, an O_APPEND write must reach the
@@ -688,6 +952,7 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	if ((flags & O_DIRECT) || (cluster_enabled() && (flags & O_APPEND))) {
 		fi->direct_io = 1;
 		fi->keep_cache = 0;
+		f->direct = 1;
 	}
 	inode_opened(in, 1);
 	f->held = scratchd_hold(in);
@@ -719,7 +984,6 @@ static void
 ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode	*in = ws_inode(ino);
-	struct glock	*g;
 	int		 fd;
 
 	if (in->type == S_IFDIR) {
@@ -731,13 +995,11 @@ ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	/* Taking the shared lock makes a writer elsewhere give it back. */
-	if ((fd = glock_get(in, 0, &g)) < 0) {
-		fuse_reply_err(req, -fd);
-		return;
-	}
+	/*
+	 * No lock to wait for: what another node wrote is on the backing
+	 * store, and pages are kept only under the same hold.
+	 */
 	fd = inode_open(in, fi->flags & ~O_DIRECT);
-	glock_put(g, 0);
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
 		return;
@@ -750,19 +1012,18 @@ ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-static void
-ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-    struct fuse_file_info *fi)
+static int
+ws_create_run(struct ws_change *c)
 {
-	struct inode		*p = ws_inode(parent);
+	fuse_req_t		 req = c->req;
+	struct inode		*p = c->in;
+	const char		*name = c->name;
+	mode_t			 mode = c->mode;
+	struct fuse_file_info	*fi = &c->fi;
 	struct fuse_entry_param	 e;
-	struct glock		*g = NULL;
-	int			 pfd, fd = -1, r, created = 1;
+	int			 pfd, fd = -1, r = 0, created = 1;
 	int			 flags = fi->flags & ~(O_DIRECT | O_NOCTTY);
 
-	if ((r = ws_may_change(req, p, name)) < 0 ||
-	    (r = glock_get(p, 1, &g)) < 0)
-		goto out;
 	if ((pfd = inode_fd_get(p)) < 0) {
 		r = pfd;
 		goto out;
@@ -791,53 +1052,89 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		inode_forget(ws_inode(e.ino), 1);
 		r = -ENOMEM;
 	}
+	if (r == 0 && created)
+		glock_made(ws_inode(e.ino));
 out:
-	glock_put(g, 1);
 	if (r < 0) {
 		if (fd >= 0)
 			close(fd);
 		fuse_reply_err(req, -r);
-	} else
+	} else {
+		if (cluster_enabled()) {
+			e.entry_timeout = glock_entry_timeout(p);
+			e.attr_timeout = glock_attr_timeout(ws_inode(e.ino));
+		}
 		fuse_reply_create(req, &e, fi);
+	}
+	return 0;
+}
+
+static void
+ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+    struct fuse_file_info *fi)
+{
+	struct inode		*p = ws_inode(parent);
+	struct ws_change	*c;
+	int			 r;
+
+	if ((r = ws_may_change(req, p, name)) < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if ((c = ws_change_new(req, ws_prepare_in, ws_create_run, name, NULL,
+	    NULL, 0)) == NULL)
+		return;
+	c->in = p;
+	c->mode = mode;
+	c->fi = *fi;
+	c->has_fi = 1;
+	ws_change_go(c);
 }
 
 static void
 ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fuse_file_info *fi)
 {
-	struct glock	*g;
-	int		 r;
-
-	if ((r = glock_get(ws_inode(ino), 0, &g)) < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
-	uring_read(req, ws_file(fi)->fd, size, off, g ? ws_io_read : NULL, g);
+	/* Reads wait for no lock: a shared lock protects caches, not data. */
+	uring_read(req, ws_file(fi)->fd, size, off, NULL, NULL);
 }
 
 /* A write waiting for its cluster lock, with its own copy of the data. */
 struct ws_parked_write {
-	fuse_req_t	 req;
-	struct wsfile	*f;
-	size_t		 size;
-	off_t		 off;
-	char		 buf[];
+	fuse_req_t		 req;
+	struct wsfile		*f;
+	size_t			 size;
+	off_t			 off;
+	struct glock_set	 locks;
+	char			 buf[];
 };
 
 static void
-ws_write_locked(void *arg, struct glock *g, int err)
+ws_parked_written(void *arg, int res)
 {
 	struct ws_parked_write	*pw = arg;
 
-	if (err < 0)
-		fuse_reply_err(pw->req, -err);
-	else {
-		if (pw->f->sgid_noexec)
-			ws_kill_sgid(pw->req, pw->f->fd);
-		uring_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
-		    g ? ws_io_written : NULL, g);
-	}
+	glock_set_unlock(&pw->locks, res > 0);
 	free(pw);
+}
+
+static void
+ws_write_locked(void *arg, int err)
+{
+	struct ws_parked_write	*pw = arg;
+
+	if (err < 0) {
+		glock_set_log_timeout(&pw->locks);
+		fuse_reply_err(pw->req, -err);
+		free(pw);
+		return;
+	}
+	if (pw->f->sgid_noexec)
+		ws_kill_sgid(pw->req, pw->f->fd);
+	if (pw->f->direct)
+		glock_pages_stale(pw->f->inode);
+	uring_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
+	    ws_parked_written, pw);
 }
 
 static void
@@ -861,7 +1158,14 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		pw->size = size;
 		pw->off = off;
 		memcpy(pw->buf, buf, size);
-		glock_defer(f->inode, 1, ws_write_locked, pw);
+		glock_set_init(&pw->locks);
+		glock_set_add(&pw->locks, f->inode->ino, f->inode, 1);
+		if ((r = glock_set_lock(&pw->locks, ws_write_locked, pw)) == 0)
+			ws_write_locked(pw, 0);
+		else if (r != -EINPROGRESS) {
+			fuse_reply_err(req, -r);
+			free(pw);
+		}
 		return;
 	}
 	if (r < 0) {
@@ -870,6 +1174,8 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 	}
 	if (f->sgid_noexec)
 		ws_kill_sgid(req, f->fd);
+	if (f->direct)
+		glock_pages_stale(f->inode);
 	uring_write(req, f->fd, buf, size, off, g ? ws_io_written : NULL, g);
 }
 
@@ -1023,7 +1329,9 @@ ws_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 					e.attr.st_ino = de->d_ino;
 					e.attr.st_mode = (mode_t)de->d_type << 12;
 					r = 0;
-				}
+				} else if (cluster_enabled())
+					e.attr_timeout = glock_attr_timeout(
+					    ws_inode(e.ino));
 			}
 			entsize = fuse_add_direntry_plus(req, p, rem,
 			    de->d_name, &e, next);
@@ -1191,13 +1499,42 @@ ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	ws_xattr_read(req, in, XA_LIST, NULL, size);
 }
 
+static int
+ws_xattr_change_run(struct ws_change *c)
+{
+	ssize_t	r;
+
+	if (c->to_set == XA_SET)
+		r = ws_xattr(c->in, XA_SET, c->name,
+		    (void *)(uintptr_t)c->data, c->size, c->flags);
+	else
+		r = ws_xattr(c->in, XA_REMOVE, c->name, NULL, 0, 0);
+	fuse_reply_err(c->req, r < 0 ? (int)-r : 0);
+	return 0;
+}
+
+/* setxattr and removexattr: changes, under the inode's lock. */
+static void
+ws_xattr_change(fuse_req_t req, struct inode *in, enum xattr_op op,
+    const char *name, const char *value, size_t size, int flags)
+{
+	struct ws_change	*c;
+
+	if ((c = ws_change_new(req, ws_prepare_in, ws_xattr_change_run, name,
+	    NULL, value, size)) == NULL)
+		return;
+	c->in = in;
+	c->to_set = op;
+	c->flags = flags;
+	ws_change_go(c);
+}
+
 static void
 ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     const char *value, size_t size, int flags)
 {
 	struct inode	*in = ws_inode(ino);
-	struct glock	*g;
-	ssize_t		 r;
+	int		 r = 0;
 
 	if (in->type == S_IFLNK)
 		r = -EPERM;
@@ -1205,46 +1542,54 @@ ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		r = -EOPNOTSUPP;
 	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
 		r = -EPERM;
-	else if ((r = glock_get(in, 1, &g)) == 0) {
-		r = ws_xattr(in, XA_SET, name, (void *)(uintptr_t)value, size,
-		    flags);
-		glock_put(g, 1);
-	}
-	fuse_reply_err(req, r < 0 ? (int)-r : 0);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		ws_xattr_change(req, in, XA_SET, name, value, size, flags);
 }
 
 static void
 ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct inode	*in = ws_inode(ino);
-	struct glock	*g;
-	ssize_t		 r;
+	int		 r = 0;
 
 	if (in->type == S_IFLNK)
 		r = -EPERM;
 	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
 		r = -EPERM;
-	else if ((r = glock_get(in, 1, &g)) == 0) {
-		r = ws_xattr(in, XA_REMOVE, name, NULL, 0, 0);
-		glock_put(g, 1);
-	}
-	fuse_reply_err(req, r < 0 ? (int)-r : 0);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		ws_xattr_change(req, in, XA_REMOVE, name, NULL, 0, 0);
+}
+
+static int
+ws_fallocate_run(struct ws_change *c)
+{
+	int	r;
+
+	r = fallocate(ws_file(&c->fi)->fd, (int)c->mode, c->off, c->len) ==
+	    -1 ? errno : 0;
+	fuse_reply_err(c->req, r);
+	return 0;
 }
 
 static void
 ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
     off_t length, struct fuse_file_info *fi)
 {
-	struct glock	*g;
-	int		 r;
+	struct ws_change	*c;
 
-	if ((r = glock_get(ws_inode(ino), 1, &g)) < 0) {
-		fuse_reply_err(req, -r);
+	if ((c = ws_change_new(req, ws_prepare_in, ws_fallocate_run, NULL,
+	    NULL, NULL, 0)) == NULL)
 		return;
-	}
-	r = fallocate(ws_file(fi)->fd, mode, offset, length) == -1 ? errno : 0;
-	glock_put(g, 1);
-	fuse_reply_err(req, r);
+	c->in = ws_inode(ino);
+	c->mode = (mode_t)mode;
+	c->off = offset;
+	c->len = length;
+	c->fi = *fi;
+	ws_change_go(c);
 }
 
 static void
@@ -1259,28 +1604,41 @@ ws_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_lseek(req, r);
 }
 
+static int
+ws_copy_run(struct ws_change *c)
+{
+	struct fuse_file_info	 fi_in = { .fh = c->fh2 };
+	off_t			 off_in = c->off, off_out = c->off2;
+	ssize_t			 n;
+
+	n = copy_file_range(ws_file(&fi_in)->fd, &off_in, ws_file(&c->fi)->fd,
+	    &off_out, c->size, (unsigned int)c->flags);
+	if (n == -1)
+		fuse_reply_err(c->req, errno);
+	else
+		fuse_reply_write(c->req, (size_t)n);
+	return 0;
+}
+
+/* The written file's lock; the read one needs none. */
 static void
 ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
     struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	struct glock	*g;
-	ssize_t		 n;
-	int		 r;
+	struct ws_change	*c;
 
-	if ((r = glock_get(ws_inode(ino_out), 1, &g)) < 0) {
-		fuse_reply_err(req, -r);
+	if ((c = ws_change_new(req, ws_prepare_in, ws_copy_run, NULL, NULL,
+	    NULL, 0)) == NULL)
 		return;
-	}
-	n = copy_file_range(ws_file(fi_in)->fd, &off_in, ws_file(fi_out)->fd,
-	    &off_out, len, (unsigned int)flags);
-	if (n == -1)
-		r = errno;
-	glock_put(g, 1);
-	if (n == -1)
-		fuse_reply_err(req, r);
-	else
-		fuse_reply_write(req, (size_t)n);
+	c->in = ws_inode(ino_out);
+	c->fi = *fi_out;
+	c->fh2 = fi_in->fh;
+	c->off = off_in;
+	c->off2 = off_out;
+	c->size = len;
+	c->flags = flags;
+	ws_change_go(c);
 }
 
 static void

@@ -30,6 +30,7 @@ struct plock_wait {
 	struct inode		*in;		/* alive while req is */
 	int			 locking;	/* a lock, not a test */
 	uint64_t		 reqid;
+	struct glock_set	 locks;		/* the object's, at a grant */
 	pthread_mutex_t		 lock;
 	int			 refs;		/* guarded by lock */
 	int			 sent;		/* reqid valid; guarded by lock */
@@ -103,13 +104,16 @@ plock_granted_fresh(void *arg)
 	plock_unref(pw);
 }
 
-/* Worker thread: the object lock changed hands; we need not keep it. */
+/*
+ * The object's shared lock changed hands (or did not within
+ * lock_timeout); we need not keep it.
+ */
 static void
-plock_handed_over(void *arg, struct glock *g, int err)
+plock_handed_over(void *arg, int err)
 {
 	struct plock_wait	*pw = arg;
 
-	glock_put(g, 0);
+	glock_set_unlock(&pw->locks, 0);
 	cluster_defer_inval(plock_granted_fresh, pw);
 }
 
@@ -124,8 +128,14 @@ plock_done(struct cluster_waiter *w, int status, uint64_t token)
 {
 	struct plock_wait	*pw = (struct plock_wait *)w;
 
+	int			 r;
+
 	if (status == 0 && pw->locking && pw->in != NULL) {
-		glock_defer(pw->in, 0, plock_handed_over, pw);
+		glock_set_init(&pw->locks);
+		glock_set_add(&pw->locks, pw->in->ino, pw->in, 0);
+		if ((r = glock_set_lock(&pw->locks, plock_handed_over, pw)) !=
+		    -EINPROGRESS)
+			plock_handed_over(pw, r);
 		return;
 	}
 	plock_reply(pw, status);

@@ -82,6 +82,7 @@ struct wsfile {
 	struct inode	*inode;
 	const char	*held;		/* scratch workspace held open */
 	int		 sgid_noexec;	/* opened setgid without group exec */
+	int		 direct;	/* writes bypass the page cache */
 	/*
 	 * Lock owners that took fcntl locks through this open file: OFD
 	 * locks go with its release, and the kernel tells us nothing else.
@@ -127,6 +128,10 @@ uint64_t	 cluster_now_ms(void);
 size_t		 cluster_key(char kind, ino_t ino, char *buf, size_t len);
 void		 cluster_defer(void (*fn)(void *), void *arg);
 void		 cluster_defer_inval(void (*fn)(void *), void *arg);
+/* Run fn(arg) in the operations thread: parked changes continue there. */
+void		 cluster_defer_op(void (*fn)(void *), void *arg);
+/* Milliseconds since the lock service went down or into jeopardy. */
+uint64_t	 cluster_degraded_ms(void);
 void		 cluster_wake(void);
 
 /* control.c */
@@ -136,32 +141,73 @@ void		 control_stop(void);
 
 /* glock.c */
 /*
- * Hold the cluster lock of an inode for one operation (exclusive for a
- * change); waits up to lock_timeout, then -EIO (logged). *out is NULL when
- * no lock service is configured. Pair with glock_put(*out, wrote).
+ * The cluster locks one operation needs, taken in one global order (inode
+ * number). Lives in the caller's memory until glock_set_unlock, or until
+ * its continuation ran with an error.
  */
-int		 glock_get(struct inode *in, int exclusive, struct glock **out);
+#define GLOCK_MAX 4
+struct glock_set {
+	int			 n;		/* inodes in the set */
+	ino_t			 ino[GLOCK_MAX];	/* sorted, unique */
+	struct inode		*in[GLOCK_MAX];	/* may be NULL */
+	int			 mode[GLOCK_MAX];
+	/* Below: glock.c's, under its lock. */
+	int			 nheld;		/* g[0..nheld) are held */
+	struct glock		*g[GLOCK_MAX];
+	struct glock		*on;		/* parked on this one */
+	uint64_t		 deadline;
+	void			(*cont)(void *, int);
+	void			*arg;
+	int			 err;
+	int			 timed_out;
+	TAILQ_ENTRY(glock_set)	 entry;
+};
+void		 glock_set_init(struct glock_set *s);
+/* Add an inode (ino 0 is skipped; in may be NULL where unknown). */
+void		 glock_set_add(struct glock_set *s, ino_t ino,
+		     struct inode *in, int exclusive);
 /*
- * The same without holding the calling thread: glock_try answers at once
- * (-EWOULDBLOCK: would wait), glock_defer calls fn(arg, g, err) later from
- * another thread with the lock held (err 0) or -EIO after lock_timeout.
+ * Take every lock of s without waiting in the calling thread: 0 when all
+ * are held now; -EINPROGRESS when cont(arg, 0) will be called later from
+ * the operations thread with all held, or cont(arg, -EIO) after
+ * lock_timeout with none; -EIO at once when the lock service has been
+ * away for longer than lock_timeout; -errno. With no lock service (or an
+ * empty set) always 0.
+ */
+int		 glock_set_lock(struct glock_set *s,
+		     void (*cont)(void *arg, int err), void *arg);
+/* Give the set's locks back to the cache; wrote: the objects changed. */
+void		 glock_set_unlock(struct glock_set *s, int wrote);
+void		 glock_set_log_timeout(struct glock_set *s);
+/*
+ * One lock without parking (the write path): 0 with *out (NULL without a
+ * lock service), -EWOULDBLOCK with a request on its way: then park with
+ * glock_set_lock. Pair with glock_put.
  */
 int		 glock_try(struct inode *in, int exclusive, struct glock **out);
-void		 glock_defer(struct inode *in, int exclusive,
-		     void (*fn)(void *arg, struct glock *g, int err), void *arg);
-/* Exclusive locks on up to GLOCK_MAX inodes, in one global order. */
-#define GLOCK_MAX 4
-int		 glock_get_many(const ino_t *inos, struct inode *const *ins,
-		     int n, struct glock **out);
 void		 glock_put(struct glock *g, int wrote);
-void		 glock_put_many(struct glock **gs, int wrote);
+/*
+ * What the kernel may cache, in seconds: attributes of in, names of the
+ * directory parent. Without a lock service the configured timeouts; with
+ * one, 0 unless the node holds the object's lock (then asks for it
+ * quietly), else at most the lease left.
+ */
+double		 glock_attr_timeout(struct inode *in);
+double		 glock_entry_timeout(struct inode *parent);
+/* Whether an open of in may keep the kernel's pages (same hold). */
+int		 glock_open_keep_cache(struct inode *in);
+void		 glock_pages_stale(struct inode *in);
+/* A new object of this node: ask for its lock ahead of its first use. */
+void		 glock_made(struct inode *in);
+/* The FUSE inode is freed: its node id must not be invalidated again. */
+void		 glock_inode_gone(struct inode *in);
 void		 glock_revoke(const void *key, size_t keylen);
 void		 glock_lost(const void *key, size_t keylen);
 void		 glock_state_changed(void);
 int		 glock_tick(void);
 void		 glock_release_all(void);
 void		 glock_history_open(void);
-void		 glock_stats(unsigned long *count, unsigned long *held);
+void		 glock_stats(unsigned long *count, unsigned long *idle);
 
 /* plock.c */
 void		 plock_setlk(fuse_req_t req, struct inode *in,
@@ -226,6 +272,7 @@ enum stats_counter {
 	SC_REVOKES,		/* another node asked for a lock we held */
 	SC_RELEASES,		/* locks given back */
 	SC_CONFINE_REFUSED,	/* confinement refusals (mount points, devices) */
+	SC_CACHE_INVALS,	/* kernel cache drops at a lock's release */
 	SC_NCOUNTERS
 };
 void		 stats_begin(int op, uint64_t *t0);
