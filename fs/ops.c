@@ -770,10 +770,9 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	fd = inode_openat_beneath(pfd, name, flags | O_CREAT | O_EXCL,
 	    mode & 07777);
 	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
-		/* Created meanwhile by someone else: open it as it is. */
+		/* Made meanwhile by someone else: open it if the caller may. */
 		created = 0;
-		fd = inode_openat_beneath(pfd, name,
-		    flags & ~(O_CREAT | O_EXCL), 0);
+		fd = perm_open_existing(req, pfd, name, flags);
 	}
 	if (fd < 0) {
 		r = fd;

@@ -163,6 +163,15 @@ void		 glock_release_all(void);
 void		 glock_history_open(void);
 void		 glock_stats(unsigned long *count, unsigned long *held);
 
+/* perm.c */
+/*
+ * Open name in pfd, found there by an O_CREAT open that did not make it,
+ * if the caller may open it with flags; a regular file only. Returns the
+ * open fd or -errno (-EACCES, -EISDIR, -ELOOP, ...).
+ */
+int		 perm_open_existing(fuse_req_t req, int pfd, const char *name,
+		     int flags);
+
 /* plock.c */
 void		 plock_setlk(fuse_req_t req, struct inode *in,
 		     struct fuse_file_info *fi, struct flock *lk, int sleep);
