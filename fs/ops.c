@@ -153,42 +153,6 @@ ws_set_owner(fuse_req_t req, int pfd, int fd, mode_t mode)
 	return 0;
 }
 
-/*
- * The kernel clears setgid on write and truncate also when the group has no
- * execute bit, if the writer is not in the file's group; FUSE's own clearing
- * covers only the group-executable case. Do the rest here, for a file that
- * is setgid without group execute (rare, so the check costs an fstat only
- * then).
- */
-static void
-ws_kill_sgid(fuse_req_t req, int fd)
-{
-	const struct fuse_ctx	*ctx = fuse_req_ctx(req);
-	struct stat		 st;
-	gid_t			 groups[64];
-	int			 n, i;
-
-	if (ctx->uid == 0 || fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
-	    (st.st_mode & (S_ISGID | S_IXGRP)) != S_ISGID ||
-	    ctx->gid == st.st_gid)
-		return;
-	n = fuse_req_getgroups(req, 64, groups);
-	for (i = 0; i < n && i < 64; i++)
-		if (groups[i] == st.st_gid)
-			return;
-	if (fchmod(fd, st.st_mode & 07777 & ~S_ISGID) == -1)
-		log_warn("clearing setgid: %s", strerror(errno));
-}
-
-static int
-ws_is_sgid_noexec(int fd)
-{
-	struct stat	st;
-
-	return fstat(fd, &st) == 0 &&
-	    (st.st_mode & (S_ISGID | S_IXGRP)) == S_ISGID;
-}
-
 /* The inode number behind a name in a directory, 0 if there is none. */
 static ino_t
 ws_name_ino(int dirfd, const char *name)
@@ -311,12 +275,12 @@ ws_truncate(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	if (in->type != S_IFREG)
 		return in->type == S_IFDIR ? -EISDIR : -EINVAL;
 	if (fi != NULL && fi->fh != 0) {
-		ws_kill_sgid(req, ws_file(fi)->fd);
+		perm_write_kill_priv(req, ws_file(fi)->fd);
 		return ftruncate(ws_file(fi)->fd, size) == -1 ? -errno : 0;
 	}
 	if ((fd = inode_open(in, O_WRONLY | O_NONBLOCK)) < 0)
 		return fd;
-	ws_kill_sgid(req, fd);
+	perm_write_kill_priv(req, fd);
 	if (ftruncate(fd, size) == -1)
 		r = -errno;
 	close(fd);
@@ -670,8 +634,6 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	f->inode = in;
 	pthread_mutex_init(&f->owners_lock, NULL);
 	ws_handle_add(&f->h, 0);
-	f->sgid_noexec = (flags & O_ACCMODE) != O_RDONLY &&
-	    ws_is_sgid_noexec(fd);
 	fi->fh = (uintptr_t)f;
 	/*
 	 * With a lock service, other nodes change files: drop the cached
@@ -689,6 +651,7 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 		fi->direct_io = 1;
 		fi->keep_cache = 0;
 	}
+	f->kill_priv = perm_write_kills_priv(fd, flags, fi->direct_io);
 	inode_opened(in, 1);
 	f->held = scratchd_hold(in);
 	return f;
@@ -831,8 +794,8 @@ ws_write_locked(void *arg, struct glock *g, int err)
 	if (err < 0)
 		fuse_reply_err(pw->req, -err);
 	else {
-		if (pw->f->sgid_noexec)
-			ws_kill_sgid(pw->req, pw->f->fd);
+		if (pw->f->kill_priv)
+			perm_write_kill_priv(pw->req, pw->f->fd);
 		uring_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
 		    g ? ws_io_written : NULL, g);
 	}
@@ -867,8 +830,8 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if (f->sgid_noexec)
-		ws_kill_sgid(req, f->fd);
+	if (f->kill_priv)
+		perm_write_kill_priv(req, f->fd);
 	uring_write(req, f->fd, buf, size, off, g ? ws_io_written : NULL, g);
 }
 

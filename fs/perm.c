@@ -1,10 +1,12 @@
 /*
  * Access rules the kernel leaves to wsfs. With default_permissions the
  * kernel checks each request against the caller's rights, except where it
- * believes there is nothing to check: an O_CREAT open it takes for a fresh
- * create, though the name was taken on the backing store meanwhile. The
- * daemon keeps CAP_DAC_OVERRIDE, so what the kernel skipped is checked
- * here, against the caller's uid, gid and supplementary groups.
+ * believes there is nothing to check (an O_CREAT open it takes for a fresh
+ * create, though the name was taken on the backing store meanwhile) or
+ * leaves the work to the server (clearing setuid and setgid on a direct
+ * write). The daemon keeps CAP_DAC_OVERRIDE and CAP_FSETID, so what the
+ * kernel skipped is done here, for the caller's uid, gid and supplementary
+ * groups.
  */
 #include "config.h"
 
@@ -121,4 +123,44 @@ perm_open_existing(fuse_req_t req, int pfd, const char *name, int flags)
 out:
 	close(pathfd);
 	return fd;
+}
+
+/*
+ * The kernel's rule for a write or truncate by someone without CAP_FSETID
+ * (setattr_should_drop_suidgid): setuid always goes, setgid when the group
+ * may execute or the writer is not in the file's group. Root keeps both.
+ */
+void
+perm_write_kill_priv(fuse_req_t req, int fd)
+{
+	struct stat	st;
+	mode_t		kill = 0;
+
+	if (fuse_req_ctx(req)->uid == 0 || fstat(fd, &st) == -1 ||
+	    !S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
+		return;
+	if (st.st_mode & S_ISUID)
+		kill |= S_ISUID;
+	if ((st.st_mode & S_ISGID) && ((st.st_mode & S_IXGRP) ||
+	    !perm_in_group(req, st.st_gid)))
+		kill |= S_ISGID;
+	if (kill != 0 && fchmod(fd, st.st_mode & 07777 & ~kill) == -1)
+		log_warn("clearing setuid/setgid: %s", strerror(errno));
+}
+
+/*
+ * Through the page cache the kernel clears the bits itself (a setattr
+ * before the write), except setgid without group execute, which FUSE's
+ * clearing leaves: that case costs an fstat per write, and so does every
+ * direct write, since a chmod may come at any time.
+ */
+int
+perm_write_kills_priv(int fd, int flags, int direct)
+{
+	struct stat	st;
+
+	if ((flags & O_ACCMODE) == O_RDONLY)
+		return 0;
+	return direct || (fstat(fd, &st) == 0 &&
+	    (st.st_mode & (S_ISGID | S_IXGRP)) == S_ISGID);
 }

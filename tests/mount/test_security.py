@@ -23,11 +23,14 @@ depends on timing.
 import errno
 import os
 import select
+import signal
 import stat
+import subprocess
+import time
 
 import pytest
 
-from wsfstest import USER_GID, USER_UID, call_as
+from wsfstest import WSLOCKD, USER_GID, USER_UID, call_as
 
 U, G = USER_UID, USER_GID
 SECRET = b"ROOT-ONLY-SECRET\n"
@@ -87,6 +90,59 @@ class Racer:
         msg = self.breach()
         os.close(self.r)
         return msg
+
+
+class Lockd:
+    """A wslockd on a Unix socket in d, for mounts with lockd=."""
+
+    def __init__(self, d, extra=()):
+        self.sock = os.path.join(d, "lockd.sock")
+        self.logpath = os.path.join(d, "lockd.log")
+        self.log = open(self.logpath, "w+")
+        self.proc = subprocess.Popen(
+            [WSLOCKD, "-f", "-v", "--listen", f"unix:{self.sock}",
+             "--state-dir", os.path.join(d, "state")] + list(extra),
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self.sock):
+            assert self.proc.poll() is None, self.text()
+            assert time.monotonic() < deadline, "wslockd did not start"
+            time.sleep(0.02)
+
+    @property
+    def addr(self):
+        return f"unix:{self.sock}"
+
+    def text(self):
+        with open(self.logpath) as f:
+            return f.read()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def lockd_factory(tmp_path):
+    """lockd_factory(extra=[...]) starts a wslockd; stopped after the test.
+    Ask for it before mount_factory, so that mounts go first."""
+    if not os.access(WSLOCKD, os.X_OK):
+        pytest.skip(f"{WSLOCKD} is not built")
+    made = []
+
+    def make(extra=()):
+        d = tmp_path / f"lockd{len(made)}"
+        d.mkdir()
+        made.append(Lockd(str(d), extra))
+        return made[-1]
+    yield make
+    for lk in made:
+        lk.stop()
 
 
 def user_loop(rounds, once):
@@ -211,3 +267,71 @@ def test_create_over_appearing_name_checks_rights(mount_factory, case):
               opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as f:
         if kind != "fifo":
             assert f.read() == SECRET, "root's file was changed"
+
+
+# --- 2. direct writes clear setuid and setgid --------------------------------
+
+SUPP = 2345          # a supplementary group of the writer in some cases
+
+KILL_CASES = [
+    # owner uid, owner gid, mode, writer uid, writer's groups
+    (0, 0, 0o4777, U, ()),
+    (0, 0, 0o2777, U, ()),
+    (0, 0, 0o6777, U, ()),
+    (0, 0, 0o2767, U, ()),              # setgid, no group exec, not a member
+    (0, SUPP, 0o2767, U, (SUPP,)),      # ... a member keeps it
+    (0, SUPP, 0o6777, U, (SUPP,)),
+    (U, G, 0o4755, U, ()),              # the owner's own write
+    (U, G, 0o2755, U, ()),
+    (U, G, 0o2745, U, ()),
+    (0, 0, 0o6777, 0, ()),              # root keeps both (CAP_FSETID)
+]
+
+
+def kill_modes(d, flags):
+    """Write one byte to a file of each case in d as its writer, opened
+    with flags; return the modes after the writes."""
+    out = []
+    for i, (uid, gid, mode, wuid, groups) in enumerate(KILL_CASES):
+        p = j(d, f"f{i}")
+        with open(p, "wb") as f:
+            f.write(b"0123456789")
+        os.chown(p, uid, gid)
+        os.chmod(p, mode)
+
+        def write(p=p):
+            fd = os.open(p, os.O_WRONLY | flags)
+            try:
+                os.write(fd, b"x")
+            finally:
+                os.close(fd)
+        if wuid == 0:
+            write()
+        else:
+            call_as(wuid, G, write, groups=groups)
+        out.append(oct(stat.S_IMODE(os.stat(p).st_mode)))
+    return out
+
+
+def test_direct_write_clears_setid_like_native(pair):
+    """O_DIRECT: the kernel sends the write as is and leaves clearing the
+    set-id bits to the server (FUSE_WRITE_KILL_SUIDGID), and the daemon
+    keeps CAP_FSETID. Native (a plain write: the kernel's rule is the same
+    for every write) is the reference; the old code kept 04777 etc."""
+    native, d = pair
+    want = kill_modes(native, 0)
+    assert kill_modes(d, os.O_DIRECT) == want
+    assert want[0] == "0o777" and want[4] == "0o2767"
+
+
+def test_append_write_with_lockd_clears_setid_like_native(lockd_factory,
+                                                           mount_factory,
+                                                           native):
+    """With a lock service, O_APPEND writes go to the daemon whole (direct
+    I/O), and so must clear the set-id bits there."""
+    lk = lockd_factory()
+    m = mount_factory(workspaces=("ws1",), opts={"lockd": lk.addr})
+    d = m.path("ws1", "t")
+    os.mkdir(d)
+    want = kill_modes(native, os.O_APPEND)
+    assert kill_modes(d, os.O_APPEND) == want
