@@ -153,42 +153,6 @@ ws_set_owner(fuse_req_t req, int pfd, int fd, mode_t mode)
 	return 0;
 }
 
-/*
- * The kernel clears setgid on write and truncate also when the group has no
- * execute bit, if the writer is not in the file's group; FUSE's own clearing
- * covers only the group-executable case. Do the rest here, for a file that
- * is setgid without group execute (rare, so the check costs an fstat only
- * then).
- */
-static void
-ws_kill_sgid(fuse_req_t req, int fd)
-{
-	const struct fuse_ctx	*ctx = fuse_req_ctx(req);
-	struct stat		 st;
-	gid_t			 groups[64];
-	int			 n, i;
-
-	if (ctx->uid == 0 || fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
-	    (st.st_mode & (S_ISGID | S_IXGRP)) != S_ISGID ||
-	    ctx->gid == st.st_gid)
-		return;
-	n = fuse_req_getgroups(req, 64, groups);
-	for (i = 0; i < n && i < 64; i++)
-		if (groups[i] == st.st_gid)
-			return;
-	if (fchmod(fd, st.st_mode & 07777 & ~S_ISGID) == -1)
-		log_warn("clearing setgid: %s", strerror(errno));
-}
-
-static int
-ws_is_sgid_noexec(int fd)
-{
-	struct stat	st;
-
-	return fstat(fd, &st) == 0 &&
-	    (st.st_mode & (S_ISGID | S_IXGRP)) == S_ISGID;
-}
-
 /* The inode number behind a name in a directory, 0 if there is none. */
 static ino_t
 ws_name_ino(int dirfd, const char *name)
@@ -466,12 +430,12 @@ ws_truncate(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	if (in->type != S_IFREG)
 		return in->type == S_IFDIR ? -EISDIR : -EINVAL;
 	if (fi != NULL && fi->fh != 0) {
-		ws_kill_sgid(req, ws_file(fi)->fd);
+		perm_write_kill_priv(req, ws_file(fi)->fd);
 		return ftruncate(ws_file(fi)->fd, size) == -1 ? -errno : 0;
 	}
 	if ((fd = inode_open(in, O_WRONLY | O_NONBLOCK)) < 0)
 		return fd;
-	ws_kill_sgid(req, fd);
+	perm_write_kill_priv(req, fd);
 	if (ftruncate(fd, size) == -1)
 		r = -errno;
 	close(fd);
@@ -934,8 +898,6 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	f->inode = in;
 	pthread_mutex_init(&f->owners_lock, NULL);
 	ws_handle_add(&f->h, 0);
-	f->sgid_noexec = (flags & O_ACCMODE) != O_RDONLY &&
-	    ws_is_sgid_noexec(fd);
 	fi->fh = (uintptr_t)f;
 	/*
 	 * With a lock service, other nodes change files: keep the cached
@@ -954,6 +916,7 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 		fi->keep_cache = 0;
 		f->direct = 1;
 	}
+	f->kill_priv = perm_write_kills_priv(fd, flags, fi->direct_io);
 	inode_opened(in, 1);
 	f->held = scratchd_hold(in);
 	return f;
@@ -1031,10 +994,9 @@ ws_create_run(struct ws_change *c)
 	fd = inode_openat_beneath(pfd, name, flags | O_CREAT | O_EXCL,
 	    mode & 07777);
 	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
-		/* Created meanwhile by someone else: open it as it is. */
+		/* Made meanwhile by someone else: open it if the caller may. */
 		created = 0;
-		fd = inode_openat_beneath(pfd, name,
-		    flags & ~(O_CREAT | O_EXCL), 0);
+		fd = perm_open_existing(req, pfd, name, flags);
 	}
 	if (fd < 0) {
 		r = fd;
@@ -1129,8 +1091,8 @@ ws_write_locked(void *arg, int err)
 		free(pw);
 		return;
 	}
-	if (pw->f->sgid_noexec)
-		ws_kill_sgid(pw->req, pw->f->fd);
+	if (pw->f->kill_priv)
+		perm_write_kill_priv(pw->req, pw->f->fd);
 	if (pw->f->direct)
 		glock_pages_stale(pw->f->inode);
 	uring_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
@@ -1172,8 +1134,8 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if (f->sgid_noexec)
-		ws_kill_sgid(req, f->fd);
+	if (f->kill_priv)
+		perm_write_kill_priv(req, f->fd);
 	if (f->direct)
 		glock_pages_stale(f->inode);
 	uring_write(req, f->fd, buf, size, off, g ? ws_io_written : NULL, g);

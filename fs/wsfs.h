@@ -81,7 +81,7 @@ struct wsfile {
 	int		 fd;
 	struct inode	*inode;
 	const char	*held;		/* scratch workspace held open */
-	int		 sgid_noexec;	/* opened setgid without group exec */
+	int		 kill_priv;	/* writes clear setuid/setgid here */
 	int		 direct;	/* writes bypass the page cache */
 	/*
 	 * Lock owners that took fcntl locks through this open file: OFD
@@ -208,6 +208,24 @@ int		 glock_tick(void);
 void		 glock_release_all(void);
 void		 glock_history_open(void);
 void		 glock_stats(unsigned long *count, unsigned long *idle);
+
+/* perm.c */
+/*
+ * Open name in pfd, found there by an O_CREAT open that did not make it,
+ * if the caller may open it with flags; a regular file only. Returns the
+ * open fd or -errno (-EACCES, -EISDIR, -ELOOP, ...).
+ */
+int		 perm_open_existing(fuse_req_t req, int pfd, const char *name,
+		     int flags);
+/*
+ * Clear setuid and setgid before the caller writes to or truncates fd, as
+ * the kernel does on a local filesystem. perm_write_kills_priv tells at
+ * open whether the writes of an open file need it from the daemon: those
+ * the kernel passes on whole (direct I/O), and a setgid file without group
+ * execute, whose bit the kernel's own clearing misses.
+ */
+void		 perm_write_kill_priv(fuse_req_t req, int fd);
+int		 perm_write_kills_priv(int fd, int flags, int direct);
 
 /* plock.c */
 void		 plock_setlk(fuse_req_t req, struct inode *in,
