@@ -14,6 +14,8 @@ import subprocess
 
 import pytest
 
+import wsfstest
+
 BUILDDIR = os.environ.get("WSFS_BUILDDIR", os.getcwd())
 WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
 UID_MIN, UID_COUNT = 20000, 40000
@@ -83,8 +85,7 @@ def write_marker(src, name, **fields):
 
 @pytest.fixture
 def src(tmp_path):
-    if not os.path.exists(WSCTL):
-        pytest.skip(f"{WSCTL} not built")
+    wsfstest.require_built(WSCTL)
     s = tmp_path / "src"
     s.mkdir()
     return str(s)
