@@ -344,7 +344,8 @@ int
 control_init(void)
 {
 	struct sockaddr_un	sun;
-	int			fd, r;
+	mode_t			mask;
+	int			fd, r = 0;
 
 	ctl.started = time(NULL);
 	if (realpath(wsfs.mountpoint, ctl.mnt) == NULL)
@@ -362,14 +363,21 @@ control_init(void)
 	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", ctl.path);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return -errno;
+	/*
+	 * wsfs runs with umask 0 (the kernel hands over modes already
+	 * masked), so a socket would be born mode 0777: make both the
+	 * control and a Unix metrics socket 0600 from the start, not after.
+	 */
+	mask = umask(0177);
 	(void)unlink(ctl.path);
 	if (bind(fd, (struct sockaddr *)&sun, sizeof sun) == -1 ||
-	    chmod(ctl.path, 0600) == -1 || listen(fd, 16) == -1) {
+	    listen(fd, 16) == -1) {
 		r = -errno;
 		log_warn("control socket %s: %s; wsctl status will not work",
 		    ctl.path, strerror(-r));
 		close(fd);
 		fd = -1;
+		r = 0;
 	}
 	/* Slot 0 is the control socket (-1 if none: poll skips it). */
 	ctl.fds[0] = fd;
@@ -377,14 +385,16 @@ control_init(void)
 	if (wsfs.conf.metrics != NULL) {
 		r = metrics_listen(wsfs.conf.metrics, ctl.fds + ctl.nfds,
 		    CONTROL_MAX_FDS - ctl.nfds);
-		if (r < 0) {
+		if (r < 0)
 			fprintf(stderr, "wsfs: metrics address %s: %s\n",
 			    wsfs.conf.metrics, strerror(-r));
-			return r;
+		else {
+			ctl.nfds += r;
+			r = 0;
 		}
-		ctl.nfds += r;
 	}
-	return 0;
+	umask(mask);
+	return r;
 }
 
 void
