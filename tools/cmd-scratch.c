@@ -86,6 +86,10 @@ scratch_cmd_open(const char *base, int flags, struct scratch_base **sb)
 			fprintf(stderr, "wsctl: scratch base %s: no such "
 			    "directory (nothing was ever created there)\n",
 			    base);
+		else if (r == -ELOOP)
+			fprintf(stderr, "wsctl: scratch base %s: it or a "
+			    "directory above it is a symlink, which wsctl does "
+			    "not follow; give the real path\n", base);
 		else
 			fprintf(stderr, "wsctl: scratch base %s: %s\n", base,
 			    strerror(-r));

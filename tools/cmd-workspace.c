@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "nofollow.h"
 #include "sweep.h"
 #include "wsctl.h"
 
@@ -210,16 +211,18 @@ ws_source_open(struct ws_source *s, const char *path, int create, int lock)
 
 	ws_source_init(s);
 	s->path = path;
-	s->fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->fd == -1) {
-		r = -errno;
-		if (errno == ELOOP || errno == ENOTDIR)
-			log_warn("%s: not a directory (a symlink is not "
-			    "followed; give the real path)", path);
+	if ((r = nofollow_open_path(path, 0)) < 0) {
+		if (r == -ELOOP)
+			log_warn("%s: it or a directory above it is a symlink, "
+			    "which wsctl does not follow; give the real path",
+			    path);
+		else if (r == -ENOTDIR)
+			log_warn("%s: not a directory", path);
 		else
-			log_warn("%s: %s", path, strerror(errno));
+			log_warn("%s: %s", path, strerror(-r));
 		goto out;
 	}
+	s->fd = r;
 	if (fstat(s->fd, &s->st) == -1) {
 		r = -errno;
 		log_warn("%s: %s", path, strerror(errno));

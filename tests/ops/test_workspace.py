@@ -299,6 +299,25 @@ def test_symlinked_source_refused(src, tmp_path):
     wsctl("workspace", "list", f"{tmp_path}/srclink", check=1)
 
 
+def test_symlinked_parent_of_source_refused(tmp_path):
+    """A symlink above SOURCE is not followed either: O_NOFOLLOW alone
+    would guard only the last component (issue 12, finding 10)."""
+    real = tmp_path / "real"
+    os.makedirs(real / "src")
+    os.symlink(real, tmp_path / "plink")
+    via = f"{tmp_path}/plink/src"
+    p = wsctl("workspace", "create", f"{via}/ws", check=1)
+    assert "symlink" in p.stderr and "real path" in p.stderr, p.stderr
+    assert not os.path.lexists(real / "src" / "ws")
+    assert not os.path.lexists(real / "src" / ".wsfs")
+    p = wsctl("workspace", "list", via, "--json", check=1)
+    assert "symlink" in p.stderr and p.stdout == ""
+    wsctl("workspace", "create", f"{real}/src/ws", check=0)
+    p = wsctl("workspace", "rm", f"{via}/ws", check=1)
+    assert "symlink" in p.stderr
+    assert os.path.isdir(real / "src" / "ws")
+
+
 def test_symlinked_metadata_dir_refused(src, canary):
     os.symlink(canary, f"{src}/.wsfs")
     p = wsctl("workspace", "create", f"{src}/ws", check=1)
