@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "metrics.h"
 #include "wsfs.h"
 
@@ -56,10 +57,10 @@ control_workspaces(FILE *f, int json)
 		    AT_SYMLINK_NOFOLLOW) == -1 || !S_ISDIR(st.st_mode))
 			continue;
 		if (f != NULL) {
-			if (json)
-				fprintf(f, "%s\"%s\"", n ? ", " : "",
-				    de->d_name);
-			else
+			if (json) {
+				fputs(n ? ", " : "", f);
+				json_put_str(f, de->d_name);
+			} else
 				fprintf(f, "%s%s", n ? " " : "", de->d_name);
 		}
 		n++;
@@ -106,9 +107,12 @@ control_status(FILE *f, int json)
 	glock_stats(&gcount, &gidle);
 	scratch = scratchd_status(&last, &removed);
 	if (json) {
-		fprintf(f, "{\n  \"mountpoint\": \"%s\",\n  \"source\": \"%s\",\n"
-		    "  \"kind\": \"%s\",\n  \"pid\": %d,\n  \"uptime_s\": %lld,\n"
-		    "  \"workspaces\": [", ctl.mnt, wsfs.source,
+		fputs("{\n  \"mountpoint\": ", f);
+		json_put_str(f, ctl.mnt);
+		fputs(",\n  \"source\": ", f);
+		json_put_str(f, wsfs.source);
+		fprintf(f, ",\n  \"kind\": \"%s\",\n  \"pid\": %d,\n"
+		    "  \"uptime_s\": %lld,\n  \"workspaces\": [",
 		    conf_kind_name(wsfs.conf.kind), (int)getpid(),
 		    (long long)(time(NULL) - ctl.started));
 		nws = control_workspaces(f, 1);
@@ -117,13 +121,14 @@ control_status(FILE *f, int json)
 		    "  \"max_fds\": %d,\n", nws,
 		    uring_active() ? "io_uring" : "syscalls", inodes, fds,
 		    wsfs.conf.max_fds);
-		fprintf(f, "  \"locks\": {\"service\": \"%s\", \"node\": \"%s\", "
-		    "\"state\": \"%s\", \"lease_left_ms\": %lld, "
+		fputs("  \"locks\": {\"service\": ", f);
+		json_put_str(f, wsfs.conf.lockd ? wsfs.conf.lockd : "embedded");
+		fputs(", \"node\": ", f);
+		json_put_str(f, wsfs.conf.node ? wsfs.conf.node : "");
+		fprintf(f, ", \"state\": \"%s\", \"lease_left_ms\": %lld, "
 		    "\"cached\": %lu, \"idle\": %lu, \"waits\": %llu, "
 		    "\"timeouts\": %llu, \"revokes\": %llu, "
-		    "\"releases\": %llu},\n",
-		    wsfs.conf.lockd ? wsfs.conf.lockd : "embedded",
-		    wsfs.conf.node ? wsfs.conf.node : "", cluster_state_name(),
+		    "\"releases\": %llu},\n", cluster_state_name(),
 		    cluster_lease_left_ms(), gcount, gidle,
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),

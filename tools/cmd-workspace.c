@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "log.h"
 #include "nofollow.h"
 #include "sweep.h"
@@ -1081,40 +1082,6 @@ out:
 	return ret;
 }
 
-/* Print s as a JSON string; bytes that are not UTF-8 become U+FFFD. */
-static void
-ws_json_str(FILE *f, const char *str)
-{
-	const unsigned char	*p = (const unsigned char *)str;
-	int			 n, i;
-
-	fputc('"', f);
-	while (*p != '\0') {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p++);
-		else if (*p < 0x20 || *p == 0x7f)
-			fprintf(f, "\\u%04x", *p++);
-		else if (*p < 0x80)
-			fputc(*p++, f);
-		else {
-			n = (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 1 :
-			    (*p & 0xf0) == 0xe0 ? 2 :
-			    (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 3 : 0;
-			for (i = 1; i <= n; i++)
-				if ((p[i] & 0xc0) != 0x80)
-					n = 0;
-			if (n == 0) {
-				fputs("\\ufffd", f);
-				p++;
-			} else {
-				fwrite(p, 1, (size_t)n + 1, f);
-				p += n + 1;
-			}
-		}
-	}
-	fputc('"', f);
-}
-
 /* One row of "workspace list". */
 struct ws_row {
 	char		*name;
@@ -1296,9 +1263,9 @@ ws_rows_print(const struct ws_rows *rows, int json)
 			continue;
 		}
 		printf("%s\n  {\"name\": ", i ? "," : "");
-		ws_json_str(stdout, row->name);
+		json_put_str(stdout, row->name);
 		printf(", \"owner\": ");
-		ws_json_str(stdout, row->owner);
+		json_put_str(stdout, row->owner);
 		printf(", \"uid\": %lu, \"mode\": ", row->uid);
 		printf(row->have_dir ? "\"%s\"" : "null", mode);
 		printf(", \"created\": ");

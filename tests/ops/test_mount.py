@@ -178,6 +178,21 @@ def lockd(tmp_path):
         log.close()
 
 
+def test_locks_json_escapes_keys(lockd):
+    """Lock keys are bytes: wsctl locks --json escapes a quote, a newline
+    and a byte that is not UTF-8 so the output parses, and the key comes
+    back whole through os.fsencode (issue 12, finding 10)."""
+    sock, _ = lockd
+    key = b'k"\\q\nr\xff\xc3\xa9'
+    probe = [WSCTL, "locks", "--json", "--lockd", f"unix:{sock}"]
+    p = subprocess.run([WSCTL, "lock", "--lockd", f"unix:{sock}", key, "--",
+                        *probe], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout.decode("utf-8"))
+    keys = [os.fsencode(r["key"]) for r in rows if r["type"] == "holder"]
+    assert keys == [key], rows
+
+
 @pytest.mark.parametrize("tree,unit", [("shared", "workspaces.mount"),
                                        ("scratch", "scratch.mount")],
                          indirect=["tree"])

@@ -423,6 +423,21 @@ def test_list_json_escapes_names(src):
     assert rows[0]["name"] == name
 
 
+def test_list_json_gives_non_utf8_names_back(src):
+    """A byte that is not UTF-8 comes back as the same byte through
+    os.fsencode, not as U+FFFD (one escaper for every --json)."""
+    name = b"bad\xffname\xc3"
+    made = subprocess.run([WSCTL, "workspace", "create",
+                           os.fsencode(src) + b"/" + name],
+                          capture_output=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    out = subprocess.run([WSCTL, "workspace", "list", src, "--json"],
+                         capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout.decode("utf-8"))
+    assert [os.fsencode(r["name"]) for r in rows] == [name]
+
+
 def test_list_text_escapes_control_bytes(src):
     """A name with a newline or a terminal escape cannot forge table rows."""
     name = "evil\nfake  root  0  0755\x1b[2J"
