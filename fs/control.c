@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "metrics.h"
 #include "wsfs.h"
 
@@ -56,10 +57,10 @@ control_workspaces(FILE *f, int json)
 		    AT_SYMLINK_NOFOLLOW) == -1 || !S_ISDIR(st.st_mode))
 			continue;
 		if (f != NULL) {
-			if (json)
-				fprintf(f, "%s\"%s\"", n ? ", " : "",
-				    de->d_name);
-			else
+			if (json) {
+				fputs(n ? ", " : "", f);
+				json_put_str(f, de->d_name);
+			} else
 				fprintf(f, "%s%s", n ? " " : "", de->d_name);
 		}
 		n++;
@@ -106,9 +107,12 @@ control_status(FILE *f, int json)
 	glock_stats(&gcount, &gidle);
 	scratch = scratchd_status(&last, &removed);
 	if (json) {
-		fprintf(f, "{\n  \"mountpoint\": \"%s\",\n  \"source\": \"%s\",\n"
-		    "  \"kind\": \"%s\",\n  \"pid\": %d,\n  \"uptime_s\": %lld,\n"
-		    "  \"workspaces\": [", ctl.mnt, wsfs.source,
+		fputs("{\n  \"mountpoint\": ", f);
+		json_put_str(f, ctl.mnt);
+		fputs(",\n  \"source\": ", f);
+		json_put_str(f, wsfs.source);
+		fprintf(f, ",\n  \"kind\": \"%s\",\n  \"pid\": %d,\n"
+		    "  \"uptime_s\": %lld,\n  \"workspaces\": [",
 		    conf_kind_name(wsfs.conf.kind), (int)getpid(),
 		    (long long)(time(NULL) - ctl.started));
 		nws = control_workspaces(f, 1);
@@ -117,13 +121,14 @@ control_status(FILE *f, int json)
 		    "  \"max_fds\": %d,\n", nws,
 		    uring_active() ? "io_uring" : "syscalls", inodes, fds,
 		    wsfs.conf.max_fds);
-		fprintf(f, "  \"locks\": {\"service\": \"%s\", \"node\": \"%s\", "
-		    "\"state\": \"%s\", \"lease_left_ms\": %lld, "
+		fputs("  \"locks\": {\"service\": ", f);
+		json_put_str(f, wsfs.conf.lockd ? wsfs.conf.lockd : "embedded");
+		fputs(", \"node\": ", f);
+		json_put_str(f, wsfs.conf.node ? wsfs.conf.node : "");
+		fprintf(f, ", \"state\": \"%s\", \"lease_left_ms\": %lld, "
 		    "\"cached\": %lu, \"idle\": %lu, \"waits\": %llu, "
 		    "\"timeouts\": %llu, \"revokes\": %llu, "
-		    "\"releases\": %llu},\n",
-		    wsfs.conf.lockd ? wsfs.conf.lockd : "embedded",
-		    wsfs.conf.node ? wsfs.conf.node : "", cluster_state_name(),
+		    "\"releases\": %llu},\n", cluster_state_name(),
 		    cluster_lease_left_ms(), gcount, gidle,
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
@@ -344,7 +349,8 @@ int
 control_init(void)
 {
 	struct sockaddr_un	sun;
-	int			fd, r;
+	mode_t			mask;
+	int			fd, r = 0;
 
 	ctl.started = time(NULL);
 	if (realpath(wsfs.mountpoint, ctl.mnt) == NULL)
@@ -362,14 +368,21 @@ control_init(void)
 	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", ctl.path);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return -errno;
+	/*
+	 * wsfs runs with umask 0 (the kernel hands over modes already
+	 * masked), so a socket would be born mode 0777: make both the
+	 * control and a Unix metrics socket 0600 from the start, not after.
+	 */
+	mask = umask(0177);
 	(void)unlink(ctl.path);
 	if (bind(fd, (struct sockaddr *)&sun, sizeof sun) == -1 ||
-	    chmod(ctl.path, 0600) == -1 || listen(fd, 16) == -1) {
+	    listen(fd, 16) == -1) {
 		r = -errno;
 		log_warn("control socket %s: %s; wsctl status will not work",
 		    ctl.path, strerror(-r));
 		close(fd);
 		fd = -1;
+		r = 0;
 	}
 	/* Slot 0 is the control socket (-1 if none: poll skips it). */
 	ctl.fds[0] = fd;
@@ -377,14 +390,16 @@ control_init(void)
 	if (wsfs.conf.metrics != NULL) {
 		r = metrics_listen(wsfs.conf.metrics, ctl.fds + ctl.nfds,
 		    CONTROL_MAX_FDS - ctl.nfds);
-		if (r < 0) {
+		if (r < 0)
 			fprintf(stderr, "wsfs: metrics address %s: %s\n",
 			    wsfs.conf.metrics, strerror(-r));
-			return r;
+		else {
+			ctl.nfds += r;
+			r = 0;
 		}
-		ctl.nfds += r;
 	}
-	return 0;
+	umask(mask);
+	return r;
 }
 
 void

@@ -3,7 +3,7 @@ sbin_PROGRAMS += fs/wsfs
 fs_wsfs_SOURCES = fs/main.c fs/wsfs.h fs/conf.c fs/conf.h fs/inode.c fs/ops.c \
 	fs/priv.c fs/symlink.c fs/uring.c fs/cluster.c fs/glock.c \
 	fs/perm.c fs/plock.c fs/stats.c fs/control.c lockd/metrics.c fs/scratchd.c fs/scratch.c fs/scratch.h fs/sweep.c fs/sweep.h \
-	lockd/log.c lockd/log.h
+	fs/nofollow.c fs/nofollow.h lockd/json.c lockd/json.h lockd/log.c lockd/log.h
 fs_wsfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIH_CFLAGS) \
 	$(UUID_CFLAGS) $(CAPNG_CFLAGS)
 fs_wsfs_LDADD = lockd/libwslock.a $(SODIUM_LIBS) $(FUSE_LIBS) $(URING_LIBS) $(INIH_LIBS) $(UUID_LIBS) $(CAPNG_LIBS) \

@@ -30,6 +30,7 @@
 #include <uuid/uuid.h>
 
 #include "log.h"
+#include "nofollow.h"
 #include "scratch.h"
 #include "sweep.h"
 
@@ -289,32 +290,6 @@ dir_trusted(int fd, const char *what)
 	return 0;
 }
 
-/* mkdir -p for the base itself, an admin-given path. */
-static int
-mkdir_parents(const char *path)
-{
-	char	*p, *s;
-	int	 r = 0;
-
-	if ((p = strdup(path)) == NULL)
-		return -ENOMEM;
-	for (s = p + 1; ; s++) {
-		if (*s != '/' && *s != '\0')
-			continue;
-		char c = *s;
-		*s = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-			r = -errno;
-			break;
-		}
-		*s = c;
-		if (c == '\0')
-			break;
-	}
-	free(p);
-	return r;
-}
-
 int
 scratch_base_open(const char *path, int flags, struct scratch_base **out)
 {
@@ -331,11 +306,10 @@ scratch_base_open(const char *path, int flags, struct scratch_base **out)
 		r = -ENOMEM;
 		goto fail;
 	}
-	if ((flags & SCRATCH_CREATE) && (r = mkdir_parents(path)) < 0)
-		goto fail;
-	if ((sb->base_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	    O_CLOEXEC)) < 0) {
-		r = -errno;
+	/* No symlink anywhere on the path: it would lead out of the base. */
+	if ((sb->base_fd = nofollow_open_path(path, (flags & SCRATCH_CREATE) ?
+	    NOFOLLOW_CREATE : 0)) < 0) {
+		r = sb->base_fd;
 		goto fail;
 	}
 	if ((r = dir_trusted(sb->base_fd, path)) < 0)

@@ -56,9 +56,10 @@ struct scratch_base;
 #define SCRATCH_CREATE	0x1	/* create the base and .wsfs if missing */
 
 /*
- * Open a scratch base once (O_DIRECTORY|O_NOFOLLOW) and its .wsfs
- * directory. The base must be owned by root or the caller and not writable
- * by group or others. The caller owns *out (scratch_base_free).
+ * Open a scratch base once and its .wsfs directory, never through a
+ * symlink: -ELOOP if the base or a directory above it is one. The base
+ * must be owned by root or the caller and not writable by group or
+ * others. The caller owns *out (scratch_base_free).
  */
 int	scratch_base_open(const char *path, int flags,
 	    struct scratch_base **out);

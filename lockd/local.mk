@@ -54,3 +54,12 @@ tests_lockd_benchclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
 check_PROGRAMS += tests/lockd/mtclient
 tests_lockd_mtclient_SOURCES = tests/lockd/mtclient.c
 tests_lockd_mtclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
+
+# The JSON string escaper of every --json answer (wsctl, wsfs status).
+if HAVE_CMOCKA
+UNIT_TESTS += tests/unit/test_json
+check_PROGRAMS += tests/unit/test_json
+tests_unit_test_json_SOURCES = tests/unit/test_json.c lockd/json.c lockd/json.h
+tests_unit_test_json_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_json_LDADD = $(CMOCKA_LIBS)
+endif

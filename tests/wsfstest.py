@@ -589,6 +589,16 @@ def is_root():
     return os.geteuid() == 0
 
 
+def require_built(*programs):
+    """Fail the test, never skip it, when a program of this build is
+    missing: a broken build is not something the machine lacks."""
+    import pytest
+    missing = [p for p in programs if not os.access(p, os.X_OK)]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not built "
+                    f"(WSFS_BUILDDIR={BUILDDIR}; run make)", pytrace=False)
+
+
 def fuse_available():
     """None if mount tests can run here, else the reason they cannot."""
     if not is_root():

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "wslock.h"
 #include "wsctl.h"
 
@@ -23,9 +24,9 @@ struct locks_out {
 	int	first;
 };
 
-/* Print bytes for a table (C escapes) or inside a JSON string. */
+/* Print bytes for a table, with C escapes for anything unprintable. */
 static void
-put_bytes(const void *data, size_t len, int json)
+put_bytes(const void *data, size_t len)
 {
 	const unsigned char	*p = data;
 	size_t			 i;
@@ -35,8 +36,6 @@ put_bytes(const void *data, size_t len, int json)
 			printf("\\%c", p[i]);
 		else if (p[i] >= 0x20 && p[i] < 0x7f)
 			putchar(p[i]);
-		else if (json)
-			printf("\\u%04x", p[i]);
 		else
 			printf("\\x%02x", p[i]);
 	}
@@ -62,16 +61,16 @@ item_json(const struct wslock_item *it, struct locks_out *o)
 	    o->first ? "" : ",", kinds[it->kind], it->session);
 	o->first = 0;
 	if (it->kind == 1) {
-		printf(", \"client\": \"%016" PRIx64 "\", \"name\": \"",
+		printf(", \"client\": \"%016" PRIx64 "\", \"name\": ",
 		    it->client_id);
-		put_bytes(it->data, it->datalen, 1);
-		printf("\", \"lease_left_ms\": %u, \"connected\": %s}",
+		json_put_bytes(stdout, it->data, it->datalen);
+		printf(", \"lease_left_ms\": %u, \"connected\": %s}",
 		    it->lease_left_ms, it->connected ? "true" : "false");
 		return;
 	}
-	printf(", \"key\": \"");
-	put_bytes(it->data, it->datalen, 1);
-	printf("\", \"owner\": %" PRIu64 ", \"start\": %" PRIu64 ", \"end\": ",
+	printf(", \"key\": ");
+	json_put_bytes(stdout, it->data, it->datalen);
+	printf(", \"owner\": %" PRIu64 ", \"start\": %" PRIu64 ", \"end\": ",
 	    it->owner, it->start);
 	if (it->end == WSLOCK_EOF)
 		printf("null");
@@ -96,7 +95,7 @@ item_text(const struct wslock_item *it, struct locks_out *o)
 		printf("%-8" PRIu64 " %016" PRIx64 " %-10u %-9s ",
 		    it->session, it->client_id, it->lease_left_ms,
 		    it->connected ? "yes" : "no");
-		put_bytes(it->data, it->datalen, 0);
+		put_bytes(it->data, it->datalen);
 		putchar('\n');
 		return;
 	}
@@ -112,7 +111,7 @@ item_text(const struct wslock_item *it, struct locks_out *o)
 	    it->kind == 2 ? it->token : it->reqid);
 	put_range(it->start, it->end);
 	putchar(' ');
-	put_bytes(it->data, it->datalen, 0);
+	put_bytes(it->data, it->datalen);
 	putchar('\n');
 }
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "conf.h"
+#include "json.h"
 #include "log.h"
 #include "scratch.h"
 #include "sweep.h"
@@ -86,6 +87,10 @@ scratch_cmd_open(const char *base, int flags, struct scratch_base **sb)
 			fprintf(stderr, "wsctl: scratch base %s: no such "
 			    "directory (nothing was ever created there)\n",
 			    base);
+		else if (r == -ELOOP)
+			fprintf(stderr, "wsctl: scratch base %s: it or a "
+			    "directory above it is a symlink, which wsctl does "
+			    "not follow; give the real path\n", base);
 		else
 			fprintf(stderr, "wsctl: scratch base %s: %s\n", base,
 			    strerror(-r));
@@ -519,22 +524,6 @@ fmt_size(uint64_t n, char *buf, size_t len)
 		snprintf(buf, len, "%.1f%c", v, units[u]);
 }
 
-/* A JSON string: labels are printable ASCII, so only " and \ need care. */
-static void
-json_str(const char *s)
-{
-	putchar('"');
-	for (; *s != '\0'; s++) {
-		if (*s == '"' || *s == '\\')
-			putchar('\\');
-		if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", (unsigned char)*s);
-		else
-			putchar(*s);
-	}
-	putchar('"');
-}
-
 static int
 sc_list(int argc, char **argv)
 {
@@ -586,11 +575,11 @@ sc_list(int argc, char **argv)
 		if (o.json) {
 			printf("%s\n {\"id\": \"%s\", \"owner\": ",
 			    first ? "" : ",", m.id);
-			json_str(owner);
+			json_put_str(stdout, owner);
 			printf(", \"uid\": %u, \"lifetime\": \"%s\", "
 			    "\"label\": ", (unsigned)m.owner,
 			    scratch_lifetime_name(m.lifetime));
-			json_str(m.label);
+			json_put_str(stdout, m.label);
 			printf(", \"created\": %lld, \"ended\": %lld, "
 			    "\"last_use\": %.3f, \"size\": ",
 			    (long long)m.created, (long long)m.ended, last);

@@ -34,7 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "log.h"
+#include "nofollow.h"
 #include "sweep.h"
 #include "wsctl.h"
 
@@ -210,16 +212,18 @@ ws_source_open(struct ws_source *s, const char *path, int create, int lock)
 
 	ws_source_init(s);
 	s->path = path;
-	s->fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->fd == -1) {
-		r = -errno;
-		if (errno == ELOOP || errno == ENOTDIR)
-			log_warn("%s: not a directory (a symlink is not "
-			    "followed; give the real path)", path);
+	if ((r = nofollow_open_path(path, 0)) < 0) {
+		if (r == -ELOOP)
+			log_warn("%s: it or a directory above it is a symlink, "
+			    "which wsctl does not follow; give the real path",
+			    path);
+		else if (r == -ENOTDIR)
+			log_warn("%s: not a directory", path);
 		else
-			log_warn("%s: %s", path, strerror(errno));
+			log_warn("%s: %s", path, strerror(-r));
 		goto out;
 	}
+	s->fd = r;
 	if (fstat(s->fd, &s->st) == -1) {
 		r = -errno;
 		log_warn("%s: %s", path, strerror(errno));
@@ -1078,40 +1082,6 @@ out:
 	return ret;
 }
 
-/* Print s as a JSON string; bytes that are not UTF-8 become U+FFFD. */
-static void
-ws_json_str(FILE *f, const char *str)
-{
-	const unsigned char	*p = (const unsigned char *)str;
-	int			 n, i;
-
-	fputc('"', f);
-	while (*p != '\0') {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p++);
-		else if (*p < 0x20 || *p == 0x7f)
-			fprintf(f, "\\u%04x", *p++);
-		else if (*p < 0x80)
-			fputc(*p++, f);
-		else {
-			n = (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 1 :
-			    (*p & 0xf0) == 0xe0 ? 2 :
-			    (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 3 : 0;
-			for (i = 1; i <= n; i++)
-				if ((p[i] & 0xc0) != 0x80)
-					n = 0;
-			if (n == 0) {
-				fputs("\\ufffd", f);
-				p++;
-			} else {
-				fwrite(p, 1, (size_t)n + 1, f);
-				p += n + 1;
-			}
-		}
-	}
-	fputc('"', f);
-}
-
 /* One row of "workspace list". */
 struct ws_row {
 	char		*name;
@@ -1293,9 +1263,9 @@ ws_rows_print(const struct ws_rows *rows, int json)
 			continue;
 		}
 		printf("%s\n  {\"name\": ", i ? "," : "");
-		ws_json_str(stdout, row->name);
+		json_put_str(stdout, row->name);
 		printf(", \"owner\": ");
-		ws_json_str(stdout, row->owner);
+		json_put_str(stdout, row->owner);
 		printf(", \"uid\": %lu, \"mode\": ", row->uid);
 		printf(row->have_dir ? "\"%s\"" : "null", mode);
 		printf(", \"created\": ");

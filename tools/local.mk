@@ -1,6 +1,7 @@
 # wsctl: one cmd-*.c per subcommand, each a row of the table in wsctl.c.
 sbin_PROGRAMS += tools/wsctl
-tools_wsctl_SOURCES = tools/wsctl.c tools/wsctl.h lockd/log.c lockd/log.h
+tools_wsctl_SOURCES = tools/wsctl.c tools/wsctl.h lockd/log.c lockd/log.h \
+	lockd/json.c lockd/json.h
 tools_wsctl_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) $(UUID_CFLAGS) $(INIH_CFLAGS)
 tools_wsctl_LDADD = $(SODIUM_LIBS) $(UUID_LIBS) $(INIH_LIBS) -lpthread
 tools_wsctl_SOURCES += tools/cmd-workspace.c tools/cmd-status.c
@@ -11,14 +12,15 @@ dist_man_MANS += tools/wsctl.8
 # Scratch workspaces and the sweeper: wsctl scratch and wsctl sweep, the
 # modules they share with wsfs, their unit test and fuzz target.
 tools_wsctl_SOURCES += tools/cmd-scratch.c tools/cmd-sweep.c \
-	fs/scratch.c fs/scratch.h fs/sweep.c fs/sweep.h fs/conf.c fs/conf.h
+	fs/scratch.c fs/scratch.h fs/sweep.c fs/sweep.h fs/conf.c fs/conf.h \
+	fs/nofollow.c fs/nofollow.h
 tools_wsctl_CFLAGS += $(URING_CFLAGS)
 tools_wsctl_LDADD += $(URING_LIBS)
 if HAVE_CMOCKA
 UNIT_TESTS += tests/unit/test_sweep
 check_PROGRAMS += tests/unit/test_sweep
 tests_unit_test_sweep_SOURCES = tests/unit/test_sweep.c fs/scratch.c \
-	fs/sweep.c lockd/log.c
+	fs/sweep.c fs/nofollow.c lockd/log.c
 tests_unit_test_sweep_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) \
 	$(URING_CFLAGS) $(UUID_CFLAGS)
 tests_unit_test_sweep_LDADD = $(CMOCKA_LIBS) $(URING_LIBS) $(UUID_LIBS) \
@@ -27,7 +29,7 @@ endif
 if ENABLE_FUZZING
 FUZZ_TARGETS += tests/fuzz/fuzz_scratch_meta
 tests_fuzz_fuzz_scratch_meta_SOURCES = tests/fuzz/fuzz_scratch_meta.c \
-	fs/scratch.c fs/sweep.c lockd/log.c
+	fs/scratch.c fs/sweep.c fs/nofollow.c lockd/log.c
 tests_fuzz_fuzz_scratch_meta_CFLAGS = $(AM_CFLAGS) $(URING_CFLAGS) \
 	$(UUID_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_scratch_meta_LDFLAGS = -fsanitize=fuzzer,address,undefined

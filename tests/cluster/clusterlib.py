@@ -57,9 +57,6 @@ def environment_problem():
     """Why cluster tests cannot run here, or None."""
     if os.geteuid() != 0:
         return "cluster tests need root (network namespaces, mounts)"
-    for f in (wsfstest.WSFS, wsfstest.WSLOCKD, wsfstest.WSCTL):
-        if not os.access(f, os.X_OK):
-            return f"{f} not built"
     for tool in ("ip", "nsenter", "fusermount3", "setsid"):
         if shutil.which(tool) is None:
             return f"{tool} not installed"
@@ -73,15 +70,6 @@ def environment_problem():
         return f"'ip netns add' does not work here: {p.stderr.strip()}"
     subprocess.run(["ip", "netns", "del", name], capture_output=True)
     return None
-
-
-def wsfs_has_lockd_client():
-    """Does the wsfs binary contain the wslockd client library at all?
-    Before the wsfs side of cluster locking landed it does not, and the
-    tests that need it skip; once it does, a node that fails to connect
-    is a failure, not a skip."""
-    with open(WSFS, "rb") as f:
-        return b"wslock_open" in f.read()
 
 
 class ClusterError(Exception):

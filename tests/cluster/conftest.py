@@ -15,7 +15,10 @@ import clusterlib  # noqa: E402
 @pytest.fixture(scope="session")
 def cluster_env():
     """Skip, with the reason, where a cluster cannot run; run the session
-    on copies of the programs."""
+    on copies of the programs. A program missing from the build fails."""
+    clusterlib.wsfstest.require_built(*(
+        os.path.join(clusterlib.wsfstest.BUILDDIR, p)
+        for p in clusterlib.PROGRAMS))
     reason = clusterlib.environment_problem()
     if reason:
         pytest.skip(reason)
@@ -60,11 +63,7 @@ def cluster_factory(cluster_env):
 
 
 def require_locking(c):
-    """The wsfs side of cluster locking is needed: skip while wsfs has no
-    wslockd client; once it has, every node must hold a session."""
-    if not clusterlib.wsfs_has_lockd_client():
-        pytest.skip("wsfs does not link the wslockd client yet "
-                    "(the wsfs side of cluster locking has not landed)")
+    """Cluster locking is on: every node must hold a session."""
     c.wait_sessions()
 
 

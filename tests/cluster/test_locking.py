@@ -278,15 +278,7 @@ def test_sqlite_two_nodes(cluster):
     assert not os.path.exists(cluster.src("ws", "db.sqlite-journal"))
 
 
-def wsctl_lock_has_workspace():
-    p = subprocess.run([clusterlib.WSCTL, "lock", "--help"],
-                       capture_output=True, text=True)
-    return "--workspace" in p.stdout + p.stderr
-
-
 def test_wsctl_lock_workspace_serializes(cluster):
-    if not wsctl_lock_has_workspace():
-        pytest.skip("wsctl lock has no --workspace yet")
     log = "ws/sections"
     put(cluster.path(1, "ws", "sections"), b"")
     body = f"echo start $N >> {log}; sleep 0.1; echo end $N >> {log}"
@@ -321,8 +313,6 @@ def test_lock_released_when_holder_dies(cluster, kind):
 
 def test_wsctl_lock_workspace_is_cluster_wide(cluster):
     """The workspace lock lives on wslockd and excludes the other nodes."""
-    if not wsctl_lock_has_workspace():
-        pytest.skip("wsctl lock has no --workspace yet")
     h = cluster.popen(1, [clusterlib.WSCTL, "lock", "--workspace",
                           cluster.path(1, "ws"), "--", "sh", "-c",
                           "echo locked; read x; true"],

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+import wsfstest
+
 BUILDDIR = os.environ.get("WSFS_BUILDDIR", os.getcwd())
 WSFS = os.path.join(BUILDDIR, "fs", "wsfs")
 WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
@@ -23,9 +25,7 @@ def tree(tmp_path, request):
     """SOURCE and MOUNTPOINT for a mount of kind request.param: a shared
     SOURCE with two admin workspaces, or a scratch base with two scratch
     workspaces. Returns (source, mountpoint, expected listing, kind)."""
-    for prog in (WSFS, WSCTL):
-        if not os.path.exists(prog):
-            pytest.skip(f"{prog} is not built")
+    wsfstest.require_built(WSFS, WSCTL)
     for tool in ("mount", "/sbin/mount.fuse3"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")
@@ -155,8 +155,7 @@ def test_sigterm_releases_cluster_locks(tree, lockd):
 def lockd(tmp_path):
     """A wslockd on a Unix socket in tmp_path; yields (socket, log path)."""
     wslockd = os.path.join(BUILDDIR, "lockd", "wslockd")
-    if not os.path.exists(wslockd):
-        pytest.skip(f"{wslockd} is not built")
+    wsfstest.require_built(wslockd)
     sock = tmp_path / "lockd.sock"
     logpath = tmp_path / "lockd.log"
     log = open(logpath, "w+")
@@ -177,6 +176,21 @@ def lockd(tmp_path):
             d.kill()
             d.wait()
         log.close()
+
+
+def test_locks_json_escapes_keys(lockd):
+    """Lock keys are bytes: wsctl locks --json escapes a quote, a newline
+    and a byte that is not UTF-8 so the output parses, and the key comes
+    back whole through os.fsencode (issue 12, finding 10)."""
+    sock, _ = lockd
+    key = b'k"\\q\nr\xff\xc3\xa9'
+    probe = [WSCTL, "locks", "--json", "--lockd", f"unix:{sock}"]
+    p = subprocess.run([WSCTL, "lock", "--lockd", f"unix:{sock}", key, "--",
+                        *probe], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout.decode("utf-8"))
+    keys = [os.fsencode(r["key"]) for r in rows if r["type"] == "holder"]
+    assert keys == [key], rows
 
 
 @pytest.mark.parametrize("tree,unit", [("shared", "workspaces.mount"),

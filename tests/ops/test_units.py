@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+import wsfstest
+
 BUILDDIR = os.environ.get("WSFS_BUILDDIR", os.getcwd())
 SRCDIR = os.environ.get("WSFS_SRCDIR", BUILDDIR)
 UNITDIR = os.path.join(SRCDIR, "scripts", "systemd")
@@ -63,9 +65,9 @@ def verify(paths):
 def test_units_verify_clean(tmp_path, unit):
     need("systemd-analyze")
     render_units(str(tmp_path))
-    if unit == "wslockd.service" and not os.path.exists(
-            os.path.join(BUILDDIR, "lockd", "wslockd")):
-        pytest.skip("lockd/wslockd is not built (verify checks ExecStart)")
+    if unit == "wslockd.service":
+        # verify checks ExecStart: the program must exist.
+        wsfstest.require_built(os.path.join(BUILDDIR, "lockd", "wslockd"))
     p = verify([os.path.join(str(tmp_path), unit)])
     # Unknown keys are only warnings to verify: require silence as well.
     assert p.returncode == 0 and p.stderr == "", p.stderr
@@ -179,8 +181,7 @@ def test_every_config_key_documented(page):
 
 def test_every_wsctl_command_documented():
     wsctl = os.path.join(BUILDDIR, "tools", "wsctl")
-    if not os.path.exists(wsctl):
-        pytest.skip(f"{wsctl} is not built")
+    wsfstest.require_built(wsctl)
     out = subprocess.run([wsctl, "--help"], capture_output=True, text=True,
                          timeout=60).stdout
     cmds = re.findall(r"^  (\S+)", out, re.M)
@@ -238,9 +239,7 @@ def test_wslockd_unit_command_runs_sandboxed(open_tmp):
     reaches it over the Unix socket, and SIGTERM stops it with status 0."""
     wslockd = os.path.join(BUILDDIR, "lockd", "wslockd")
     wsctl = os.path.join(BUILDDIR, "tools", "wsctl")
-    for prog in (wslockd, wsctl):
-        if not os.path.exists(prog):
-            pytest.skip(f"{prog} is not built")
+    wsfstest.require_built(wslockd, wsctl)
     need("setpriv")
     text = open(os.path.join(UNITDIR, "wslockd.service.in")).read()
     cmd = re.search(r"^ExecStart=(.*)$", text, re.M).group(1)
@@ -303,8 +302,7 @@ def test_sweep_unit_capabilities_suffice(open_tmp):
     idle workspace of another user, with 0700 and read-only directories
     inside, and without them it cannot."""
     wsctl = os.path.join(BUILDDIR, "tools", "wsctl")
-    if not os.path.exists(wsctl):
-        pytest.skip(f"{wsctl} is not built")
+    wsfstest.require_built(wsctl)
     need("setpriv")
     text = open(os.path.join(UNITDIR, "wsfs-sweep.service.in")).read()
     caps = re.search(r"^CapabilityBoundingSet=(.*)$", text, re.M)

@@ -14,6 +14,8 @@ import subprocess
 
 import pytest
 
+import wsfstest
+
 BUILDDIR = os.environ.get("WSFS_BUILDDIR", os.getcwd())
 WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
 UID_MIN, UID_COUNT = 20000, 40000
@@ -83,8 +85,7 @@ def write_marker(src, name, **fields):
 
 @pytest.fixture
 def src(tmp_path):
-    if not os.path.exists(WSCTL):
-        pytest.skip(f"{WSCTL} not built")
+    wsfstest.require_built(WSCTL)
     s = tmp_path / "src"
     s.mkdir()
     return str(s)
@@ -298,6 +299,25 @@ def test_symlinked_source_refused(src, tmp_path):
     wsctl("workspace", "list", f"{tmp_path}/srclink", check=1)
 
 
+def test_symlinked_parent_of_source_refused(tmp_path):
+    """A symlink above SOURCE is not followed either: O_NOFOLLOW alone
+    would guard only the last component (issue 12, finding 10)."""
+    real = tmp_path / "real"
+    os.makedirs(real / "src")
+    os.symlink(real, tmp_path / "plink")
+    via = f"{tmp_path}/plink/src"
+    p = wsctl("workspace", "create", f"{via}/ws", check=1)
+    assert "symlink" in p.stderr and "real path" in p.stderr, p.stderr
+    assert not os.path.lexists(real / "src" / "ws")
+    assert not os.path.lexists(real / "src" / ".wsfs")
+    p = wsctl("workspace", "list", via, "--json", check=1)
+    assert "symlink" in p.stderr and p.stdout == ""
+    wsctl("workspace", "create", f"{real}/src/ws", check=0)
+    p = wsctl("workspace", "rm", f"{via}/ws", check=1)
+    assert "symlink" in p.stderr
+    assert os.path.isdir(real / "src" / "ws")
+
+
 def test_symlinked_metadata_dir_refused(src, canary):
     os.symlink(canary, f"{src}/.wsfs")
     p = wsctl("workspace", "create", f"{src}/ws", check=1)
@@ -401,6 +421,21 @@ def test_list_json_escapes_names(src):
     rows = json.loads(wsctl("workspace", "list", src, "--json",
                             check=0).stdout)
     assert rows[0]["name"] == name
+
+
+def test_list_json_gives_non_utf8_names_back(src):
+    """A byte that is not UTF-8 comes back as the same byte through
+    os.fsencode, not as U+FFFD (one escaper for every --json)."""
+    name = b"bad\xffname\xc3"
+    made = subprocess.run([WSCTL, "workspace", "create",
+                           os.fsencode(src) + b"/" + name],
+                          capture_output=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    out = subprocess.run([WSCTL, "workspace", "list", src, "--json"],
+                         capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout.decode("utf-8"))
+    assert [os.fsencode(r["name"]) for r in rows] == [name]
 
 
 def test_list_text_escapes_control_bytes(src):

@@ -25,8 +25,7 @@ class Env:
 
 @pytest.fixture
 def env():
-    if not os.access(scratchlib.WSCTL, os.X_OK):
-        pytest.skip(f"{scratchlib.WSCTL} not built")
+    scratchlib.wsfstest.require_built(scratchlib.WSCTL, scratchlib.WSFS)
     if os.geteuid() != 0:
         pytest.skip("scratch tests create root-owned bases: run as root")
     top = tempfile.mkdtemp(prefix="wsfs-scratch-", dir="/var/tmp")

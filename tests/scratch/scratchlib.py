@@ -167,11 +167,3 @@ def umount_all(path):
         subprocess.run(["umount", "-l", m], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
 
-
-def wsfs_has_scratch():
-    """Whether fs/wsfs reports activity to the sweeper (links scratch.c)."""
-    try:
-        with open(WSFS, "rb") as f:
-            return b"scratch_note_use" in f.read()
-    except OSError:
-        return False

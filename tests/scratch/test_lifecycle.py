@@ -81,6 +81,26 @@ def test_unsafe_base_refused(env):
     assert os.listdir(env.base) == []
 
 
+def test_symlinked_parent_of_base_refused(env):
+    """No symlink above the base is followed, whatever the subcommand
+    (issue 12, finding 10): it would move the base somewhere else."""
+    real = os.path.join(env.top, "real")
+    os.mkdir(real)
+    os.symlink(real, os.path.join(env.top, "plink"))
+    via = os.path.join(env.top, "plink", "scratch")
+    p = wsctl("scratch", "create", "--base", via, rc=1)
+    assert "symlink" in p.stderr and "real path" in p.stderr, p.stderr
+    assert os.listdir(real) == []
+    wid, _ = create(os.path.join(real, "scratch"), "conversation")
+    for args in (["scratch", "list", "--base", via, "--json"],
+                 ["scratch", "end", "--base", via, wid],
+                 ["scratch", "hold", "--base", via, wid, "--", "true"],
+                 ["sweep", "--base", via, "--ttl-hours", "0"]):
+        p = wsctl(*args, rc=1)
+        assert "symlink" in p.stderr, (args, p.stderr)
+    assert os.path.isdir(os.path.join(real, "scratch", wid))
+
+
 def test_list(env):
     a, _ = create(env.base, "task", label="alpha")
     b, _ = create(env.base, "conversation", owner="nobody", label="b\"q")

@@ -9,25 +9,8 @@ import time
 import pytest
 
 import wsfstest
-from scratchlib import (WSFS, age, create, meta_path, removed_count, sweep,
-                        wsctl, wsfs_has_scratch)
-
-
-def _binary_has(symbol):
-    try:
-        with open(WSFS, "rb") as f:
-            return symbol in f.read()
-    except OSError:
-        return False
-
-
-needs_use = pytest.mark.skipif(
-    not wsfs_has_scratch(),
-    reason="fs/wsfs does not call scratch_note_use/scratch_hold_open yet "
-    "(wiring of fs/scratch.c into the daemon pending)")
-needs_timer = pytest.mark.skipif(
-    not _binary_has(b"sweep_run"),
-    reason="fs/wsfs does not run the sweep timer yet (sweep_run not linked)")
+from scratchlib import (age, create, meta_path, removed_count, sweep,
+                        wsctl)
 
 
 @pytest.fixture
@@ -74,7 +57,6 @@ def test_create_prints_path_under_mount(env, smount):
         n for n in os.listdir(env.base) if not n.startswith("."))
 
 
-@needs_use
 def test_open_file_through_mount_is_in_use(env, smount):
     m = smount()
     wid, path = create(env.base, "conversation")
@@ -94,7 +76,6 @@ def test_open_file_through_mount_is_in_use(env, smount):
         sweep(env.base, "--ttl-hours", "0")) == 1, timeout=10)
 
 
-@needs_use
 def test_activity_is_last_use_and_survives_remount(env, smount):
     m = smount(scratch_ttl_hours="0.5")
     wid, _ = create(env.base, "conversation")
@@ -113,7 +94,6 @@ def test_activity_is_last_use_and_survives_remount(env, smount):
     assert removed_count(sweep(env.base, "--ttl-hours", "1")) == 0
 
 
-@needs_use
 def test_steady_activity_outlives_short_ttl(env, smount):
     """With a ttl of 1.8 s, a workspace used through the mount every 0.3 s
     (stat and readdir, no file left open) is never idle long enough; left
@@ -133,8 +113,6 @@ def test_steady_activity_outlives_short_ttl(env, smount):
         sweep(env.base, "--ttl-hours", "0.0005")) == 1, timeout=15)
 
 
-@needs_use
-@needs_timer
 def test_wsfs_sweeps_on_its_timer(env, smount):
     m = smount(scratch_ttl_hours="0.0003", sweep_interval_minutes="0.01")
     # Another user's workspace with a directory nobody may enter: the

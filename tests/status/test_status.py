@@ -3,7 +3,9 @@ root, and their counters move when operations happen (issue 7, item 5)."""
 import json
 import os
 import re
+import shutil
 import socket
+import stat
 import subprocess
 import urllib.request
 
@@ -58,6 +60,43 @@ def test_status_text_and_json_move(mount_factory):
     assert ops["write"]["count"] >= 1
     assert ops["lookup"]["errors"] >= 5
     assert ops["write"]["p99_us"] >= ops["write"]["p50_us"] > 0
+
+
+def test_status_json_escapes_names(mount_factory):
+    """Workspace names are any bytes but '/' and NUL: a quote, a newline
+    or a byte that is not UTF-8 must not break the JSON, and the name
+    comes back whole (\\udcXX for such bytes, as os.fsdecode gives)."""
+    m = mount_factory()
+    odd = [b'q"uo\\te', b"new\nline\t", b"\xffbad\xc3", b"caf\xc3\xa9"]
+    for name in odd:
+        os.mkdir(os.path.join(os.fsencode(m.src()), name))
+    r = status(m.mnt, "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert sorted(got["workspaces"]) == sorted(
+        ["ws1", "ws2"] + [os.fsdecode(n) for n in odd])
+    assert got["workspace_count"] == 6
+    assert got["mountpoint"] == os.path.realpath(m.mnt)
+
+
+def test_sockets_are_private(mount_factory):
+    """The control socket and a Unix metrics socket are mode 0600 from
+    the start, although wsfs runs with umask 0 (issue 12, finding 10)."""
+    base = wsfstest.make_base("wsfs-sock-")
+    try:
+        ctl = os.path.join(base, "ctl.sock")
+        met = os.path.join(base, "metrics.sock")
+        m = mount_factory(opts={"control_socket": ctl,
+                                "metrics": f"unix:{met}"})
+        for path in (ctl, met):
+            st = os.stat(path)
+            assert stat.S_ISSOCK(st.st_mode)
+            assert stat.S_IMODE(st.st_mode) == 0o600, \
+                f"{path} mode {stat.S_IMODE(st.st_mode):04o}"
+        r = status(m.mnt, "--socket", ctl)
+        assert r.returncode == 0 and "kind shared" in r.stdout, r.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_status_refused_to_non_root_and_unknown_mount(mount_factory):
