@@ -128,11 +128,12 @@ control_status(FILE *f, int json)
 		fprintf(f, ", \"state\": \"%s\", \"lease_left_ms\": %lld, "
 		    "\"cached\": %lu, \"idle\": %lu, \"waits\": %llu, "
 		    "\"timeouts\": %llu, \"revokes\": %llu, "
-		    "\"releases\": %llu},\n", cluster_state_name(),
+		    "\"releases\": %llu, \"invalidations\": %llu},\n",
+		    cluster_state_name(),
 		    cluster_lease_left_ms(), gcount, gidle,
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
-		    stats_counter(SC_RELEASES));
+		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS));
 		fprintf(f, "  \"confinement_refusals\": %llu,\n",
 		    stats_counter(SC_CONFINE_REFUSED));
 		if (scratch)
@@ -157,12 +158,12 @@ control_status(FILE *f, int json)
 	if (wsfs.conf.lockd != NULL)
 		fprintf(f, "locks:       %s as node %s: %s, lease left %lld ms; "
 		    "%lu cached (%lu idle); %llu waits, %llu timeouts, "
-		    "%llu revokes, %llu given back\n", wsfs.conf.lockd,
-		    wsfs.conf.node, cluster_state_name(),
+		    "%llu revokes, %llu given back, %llu cache drops\n",
+		    wsfs.conf.lockd, wsfs.conf.node, cluster_state_name(),
 		    cluster_lease_left_ms(), gcount, gidle,
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
-		    stats_counter(SC_RELEASES));
+		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS));
 	else
 		fprintf(f, "locks:       embedded (one node: the kernel's own "
 		    "flock/fcntl locks)\n");
@@ -246,6 +247,9 @@ control_metrics(FILE *f, void *arg)
 	    "node asked for.", (double)stats_counter(SC_REVOKES));
 	control_metric(f, "wsfs_lock_releases_total", "counter", "Locks given "
 	    "back.", (double)stats_counter(SC_RELEASES));
+	control_metric(f, "wsfs_lock_cache_invalidations_total", "counter",
+	    "Kernel caches dropped when a lock was given back or lost.",
+	    (double)stats_counter(SC_CACHE_INVALS));
 	control_metric(f, "wsfs_confinement_refusals_total", "counter",
 	    "Operations refused by the confinement rules.",
 	    (double)stats_counter(SC_CONFINE_REFUSED));

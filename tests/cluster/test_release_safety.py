@@ -52,7 +52,7 @@ def _opens(fd):
 @pytest.mark.parametrize("kind", ["chr", "fifo"])
 def test_lock_release_opens_no_device(cluster_factory, kind):
     c = cluster_factory(nodes=2)
-    d = c.src("ws1", "planted")
+    d = c.src("ws", "planted")
     os.makedirs(d)
     node = os.path.join(d, "obj")
     if kind == "chr":
@@ -65,7 +65,7 @@ def test_lock_release_opens_no_device(cluster_factory, kind):
             # touch: a change under the object's exclusive lock, so the
             # node that made it must make it durable before giving it
             # to the next one.
-            p = c.run(n, ["touch", "-c", c.path(n, "ws1", "planted", "obj")])
+            p = c.run(n, ["touch", "-c", c.path(n, "ws", "planted", "obj")])
             assert p.returncode == 0, p.stderr
         # node 1 gave its lock to node 2 and took it back: two releases
         # so far, one by each node.
