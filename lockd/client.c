@@ -7,12 +7,17 @@
  * a reconnect and report it lost when the lease lapses.
  *
  * One mutex guards the whole handle. Work that ends in a user callback is
- * queued as an event while the mutex is held and delivered after it is
- * released, so callbacks may call back into the asynchronous API.
+ * queued as an event while the mutex is held, and only wslock_process()
+ * delivers events, after it released the mutex: a callback never runs
+ * inside wslock_cancel(), wslock_lock() or a blocking call, whose caller
+ * may hold locks of its own that the callback takes. An event queued by
+ * any other call makes the handle's descriptor readable (an eventfd in
+ * its epoll set), so the caller's poller comes to deliver it.
  */
 #include "config.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -95,6 +100,10 @@ struct wslock {
 	pthread_mutex_t		 mu;
 	pthread_cond_t		 cond;
 	int			 processing;	/* a thread is in process */
+	int			 in_process;	/* ... in wslock_process itself */
+	int			 want_process;	/* threads waiting to process */
+	int			 delivering;	/* a thread runs callbacks */
+	int			 woken;		/* evfd written, not drained */
 	struct wslock_callbacks	 cb;
 	void			*arg;
 	struct wsl_addr		 addr;
@@ -103,8 +112,10 @@ struct wslock {
 	size_t			 keylen;
 	uint64_t		 client_id;
 
-	int			 epfd;
+	int			 epfd;		/* wslock_fd(): ipfd, evfd */
+	int			 ipfd;		/* sock, tfd: what we wait on */
 	int			 tfd;
+	int			 evfd;		/* events wait for delivery */
 	int			 sock;
 	int			 pollout;
 	enum cstate		 cs;
@@ -207,6 +218,16 @@ cev_add(struct wslock *wl, enum cev_kind kind, const struct table_req *q)
 	}
 	e->kind = kind;
 	TAILQ_INSERT_TAIL(&wl->evs, e, entry);
+	/*
+	 * Queued outside wslock_process (by a cancel, a blocking call that
+	 * drove the handle, ...): the caller's poller must come and deliver.
+	 */
+	if (!wl->in_process && !wl->woken) {
+		uint64_t	one = 1;
+
+		if (write(wl->evfd, &one, sizeof one) == sizeof one)
+			wl->woken = 1;
+	}
 	return e;
 }
 
@@ -222,7 +243,37 @@ report_state(struct wslock *wl, int state)
 		e->status = state;
 }
 
-/* Deliver queued events with the mutex released. */
+static void
+deliver_one(struct wslock *wl, const struct cev *e)
+{
+	switch (e->kind) {
+	case CEV_DONE:
+		if (wl->cb.done != NULL)
+			wl->cb.done(wl, e->reqid, e->status, e->token,
+			    e->reqarg, wl->arg);
+		break;
+	case CEV_REVOKE:
+		if (wl->cb.revoke != NULL)
+			wl->cb.revoke(wl, &e->r, e->token, wl->arg);
+		break;
+	case CEV_LOST:
+		if (wl->cb.lost != NULL)
+			wl->cb.lost(wl, &e->r, e->mode, e->token, e->status,
+			    wl->arg);
+		break;
+	case CEV_STATE:
+		if (wl->cb.state != NULL)
+			wl->cb.state(wl, e->status, wl->arg);
+		break;
+	}
+}
+
+/*
+ * Deliver queued events with the mutex released; called only by
+ * wslock_process(). One thread delivers at a time, so callbacks never run
+ * concurrently and arrive in order; events that callbacks (or other
+ * threads) queue meanwhile are delivered by the same loop.
+ */
 static void
 deliver(struct wslock *wl)
 {
@@ -230,34 +281,25 @@ deliver(struct wslock *wl)
 	struct cev	*e;
 
 	pthread_mutex_lock(&wl->mu);
-	TAILQ_INIT(&evs);
-	TAILQ_CONCAT(&evs, &wl->evs, entry);
-	pthread_mutex_unlock(&wl->mu);
-	while ((e = TAILQ_FIRST(&evs)) != NULL) {
-		TAILQ_REMOVE(&evs, e, entry);
-		switch (e->kind) {
-		case CEV_DONE:
-			if (wl->cb.done != NULL)
-				wl->cb.done(wl, e->reqid, e->status, e->token,
-				    e->reqarg, wl->arg);
-			break;
-		case CEV_REVOKE:
-			if (wl->cb.revoke != NULL)
-				wl->cb.revoke(wl, &e->r, e->token, wl->arg);
-			break;
-		case CEV_LOST:
-			if (wl->cb.lost != NULL)
-				wl->cb.lost(wl, &e->r, e->mode, e->token,
-				    e->status, wl->arg);
-			break;
-		case CEV_STATE:
-			if (wl->cb.state != NULL)
-				wl->cb.state(wl, e->status, wl->arg);
-			break;
-		}
-		free((void *)e->r.key);
-		free(e);
+	if (wl->delivering) {
+		pthread_mutex_unlock(&wl->mu);
+		return;
 	}
+	wl->delivering = 1;
+	while (!TAILQ_EMPTY(&wl->evs)) {
+		TAILQ_INIT(&evs);
+		TAILQ_CONCAT(&evs, &wl->evs, entry);
+		pthread_mutex_unlock(&wl->mu);
+		while ((e = TAILQ_FIRST(&evs)) != NULL) {
+			TAILQ_REMOVE(&evs, e, entry);
+			deliver_one(wl, e);
+			free((void *)e->r.key);
+			free(e);
+		}
+		pthread_mutex_lock(&wl->mu);
+	}
+	wl->delivering = 0;
+	pthread_mutex_unlock(&wl->mu);
 }
 
 static void
@@ -270,7 +312,7 @@ want_pollout(struct wslock *wl, int on)
 	wl->pollout = on;
 	ev.events = EPOLLIN | (on ? EPOLLOUT : 0);
 	ev.data.fd = wl->sock;
-	epoll_ctl(wl->epfd, EPOLL_CTL_MOD, wl->sock, &ev);
+	epoll_ctl(wl->ipfd, EPOLL_CTL_MOD, wl->sock, &ev);
 }
 
 static void conn_lost(struct wslock *, int);
@@ -415,7 +457,7 @@ conn_lost(struct wslock *wl, int err)
 	struct creq	*r, *next;
 
 	if (wl->sock >= 0) {
-		epoll_ctl(wl->epfd, EPOLL_CTL_DEL, wl->sock, NULL);
+		epoll_ctl(wl->ipfd, EPOLL_CTL_DEL, wl->sock, NULL);
 		close(wl->sock);
 		wl->sock = -1;
 	}
@@ -497,7 +539,7 @@ conn_start(struct wslock *wl)
 	ev.events = EPOLLIN | EPOLLOUT;
 	ev.data.fd = fd;
 	wl->pollout = 1;
-	if (epoll_ctl(wl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (epoll_ctl(wl->ipfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		r = -errno;
 		conn_lost(wl, r);
 		return r;
@@ -1027,21 +1069,31 @@ process_wait(struct wslock *wl, int timeout_ms)
 	housekeeping(wl);
 	if (timeout_ms != 0) {
 		pthread_mutex_unlock(&wl->mu);
-		n = epoll_wait(wl->epfd, evs, 4, timeout_ms);
+		n = epoll_wait(wl->ipfd, evs, 4, timeout_ms);
 		pthread_mutex_lock(&wl->mu);
 	} else
-		n = epoll_wait(wl->epfd, evs, 4, 0);
+		n = epoll_wait(wl->ipfd, evs, 4, 0);
 	process_events(wl, evs, n < 0 ? 0 : n);
 }
 
 int
 wslock_process(struct wslock *wl)
 {
+	uint64_t	v;
+
 	pthread_mutex_lock(&wl->mu);
+	/* Blocking callers let us in first: only we deliver callbacks. */
+	wl->want_process++;
 	while (wl->processing)
 		pthread_cond_wait(&wl->cond, &wl->mu);
+	wl->want_process--;
 	wl->processing = 1;
+	wl->in_process = 1;
+	/* Whatever woke us is delivered below. */
+	if (wl->woken && read(wl->evfd, &v, sizeof v) == sizeof v)
+		wl->woken = 0;
 	process_wait(wl, 0);
+	wl->in_process = 0;
 	wl->processing = 0;
 	pthread_cond_broadcast(&wl->cond);
 	pthread_mutex_unlock(&wl->mu);
@@ -1069,7 +1121,7 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 		return -ENOMEM;
 	if ((wl = calloc(1, sizeof *wl)) == NULL)
 		return -ENOMEM;
-	wl->epfd = wl->tfd = wl->sock = -1;
+	wl->epfd = wl->ipfd = wl->tfd = wl->evfd = wl->sock = -1;
 	TAILQ_INIT(&wl->reqs);
 	TAILQ_INIT(&wl->evs);
 	pthread_mutex_init(&wl->mu, NULL);
@@ -1102,18 +1154,36 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 		goto fail;
 	}
 	if ((wl->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (wl->ipfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (wl->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
 	    (wl->tfd = timerfd_create(CLOCK_BOOTTIME,
 	    TFD_NONBLOCK | TFD_CLOEXEC)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/*
+	 * The caller polls epfd: readable when the connection or the clock
+	 * (ipfd) needs a pass, or when events wait for delivery (evfd). The
+	 * library itself waits on ipfd alone, so pending events never make
+	 * a blocking call spin.
+	 */
+	ev.events = EPOLLIN;
+	ev.data.fd = wl->ipfd;
+	if (epoll_ctl(wl->epfd, EPOLL_CTL_ADD, wl->ipfd, &ev) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	ev.data.fd = wl->evfd;
+	if (epoll_ctl(wl->epfd, EPOLL_CTL_ADD, wl->evfd, &ev) < 0) {
 		r = -errno;
 		goto fail;
 	}
 	/* A steady tick drives renewals, lease checks and reconnects. */
 	memset(&its, 0, sizeof its);
 	its.it_value.tv_nsec = its.it_interval.tv_nsec = 20 * 1000000;
-	ev.events = EPOLLIN;
 	ev.data.fd = wl->tfd;
 	if (timerfd_settime(wl->tfd, 0, &its, NULL) < 0 ||
-	    epoll_ctl(wl->epfd, EPOLL_CTL_ADD, wl->tfd, &ev) < 0) {
+	    epoll_ctl(wl->ipfd, EPOLL_CTL_ADD, wl->tfd, &ev) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -1125,6 +1195,10 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 fail:
 	if (wl->epfd >= 0)
 		close(wl->epfd);
+	if (wl->ipfd >= 0)
+		close(wl->ipfd);
+	if (wl->evfd >= 0)
+		close(wl->evfd);
 	if (wl->tfd >= 0)
 		close(wl->tfd);
 	table_sess_free(wl->mirror, wl->ms);
@@ -1251,7 +1325,6 @@ wslock_cancel(struct wslock *wl, uint64_t reqid)
 	pthread_mutex_lock(&wl->mu);
 	r = cancel_locked(wl, reqid);
 	pthread_mutex_unlock(&wl->mu);
-	deliver(wl);
 	return r;
 }
 
@@ -1356,14 +1429,17 @@ wait_locked(struct wslock *wl, struct bwait *bw, int (*until)(struct wslock *),
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		slice = deadline - now > 100 ? 100 : (int)(deadline - now);
-		if (!wl->processing) {
+		/*
+		 * Drive the handle only if nobody else does or wants to: a
+		 * thread waiting in wslock_process() goes first, or callbacks
+		 * would wait behind a stream of blocking callers. The 20 ms
+		 * tick bounds how long a driving pass keeps it waiting.
+		 */
+		if (!wl->processing && wl->want_process == 0) {
 			wl->processing = 1;
 			process_wait(wl, slice);
 			wl->processing = 0;
 			pthread_cond_broadcast(&wl->cond);
-			pthread_mutex_unlock(&wl->mu);
-			deliver(wl);
-			pthread_mutex_lock(&wl->mu);
 		} else {
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += slice * 1000000L;
@@ -1445,7 +1521,6 @@ wslock_lock_wait(struct wslock *wl, const struct wslock_range *rg, int mode,
 		*token = bw.token;
 out:
 	pthread_mutex_unlock(&wl->mu);
-	deliver(wl);
 	return r;
 }
 
@@ -1572,6 +1647,8 @@ wslock_close(struct wslock *wl)
 	wsl_buf_free(&wl->in);
 	wsl_buf_free(&wl->out);
 	close(wl->epfd);
+	close(wl->ipfd);
+	close(wl->evfd);
 	close(wl->tfd);
 	sodium_free(wl->key);
 	pthread_mutex_destroy(&wl->mu);

@@ -15,11 +15,13 @@
  *  - Asynchronous: poll wslock_fd() for POLLIN/EPOLLIN and call
  *    wslock_process() when it is readable. Requests are answered through
  *    the callbacks of struct wslock_callbacks, from inside
- *    wslock_process().
+ *    wslock_process() and nowhere else.
  *  - Blocking: wslock_connect_wait(), wslock_lock_wait(),
  *    wslock_unlock_wait(), wslock_test_wait(), wslock_list_wait(). They
  *    drive the handle themselves if no other thread is inside
- *    wslock_process(), and otherwise wait for that thread to do it.
+ *    wslock_process(), and otherwise wait for that thread to do it. They
+ *    never run callbacks: what they receive for others is queued for the
+ *    next wslock_process().
  *
  * Errors: every function returning int returns 0 (or a documented
  * non-negative value) on success and a negative errno on failure. The
@@ -28,11 +30,16 @@
  * Threading: every function may be called from any thread at any time,
  * except that wslock_close() must be the last call, made when no other
  * thread is inside the library. At most one thread runs wslock_process()
- * at a time (others calling it wait for it). Callbacks run in the thread
- * inside wslock_process() (or a blocking call driving the handle), with no
+ * at a time (others calling it wait for it). Callbacks run only in a
+ * thread inside wslock_process(), one at a time and in order, with no
  * library lock held: they may call the asynchronous functions
  * (wslock_lock, wslock_unlock, wslock_cancel, wslock_lease_left, ...) but
- * not the blocking *_wait functions nor wslock_close().
+ * not the blocking *_wait functions nor wslock_close(). No other function
+ * ever runs a callback, so a caller may hold its own mutex (one its
+ * callbacks take) around wslock_lock(), wslock_cancel() or
+ * wslock_unlock(): a request those finish at once (a cancel of a request
+ * not sent yet) is reported by the next wslock_process(), and
+ * wslock_fd() turns readable so that a poller calls it.
  *
  * Leases and clocks. The server ends a session whose client has been
  * silent for lease_ms (default 10 s), measured from when it *received* the
@@ -182,7 +189,11 @@ int	wslock_open(const struct wslock_params *, struct wslock **out);
  */
 void	wslock_close(struct wslock *);
 
-/* The descriptor to poll for input; owned by the handle, never closed. */
+/*
+ * The descriptor to poll for input (readable when wslock_process() has
+ * work, callbacks to deliver included); owned by the handle, closed by
+ * wslock_close().
+ */
 int	wslock_fd(const struct wslock *);
 
 /* Do everything pending without blocking. 0, or -ENOMEM. */
@@ -207,7 +218,8 @@ int	wslock_unlock(struct wslock *, const struct wslock_range *);
 /*
  * Withdraw a waiting request. 0: done will report -ECANCELED, or 0 if
  * the grant crossed the cancel (the lock is then held and must be
- * unlocked). -ENOENT: no such unfinished request.
+ * unlocked); either way from a later wslock_process(), never from inside
+ * this call. -ENOENT: no such unfinished request.
  */
 int	wslock_cancel(struct wslock *, uint64_t reqid);
 
