@@ -41,6 +41,12 @@
 
 #define BACKOFF_MIN_MS	50
 #define BACKOFF_MAX_MS	2000
+/*
+ * A connection not through its handshake by then is dropped and tried
+ * again: a SYN or HELLO lost while a link was cut, or a server that
+ * accepts and never answers, must not stall the reconnect for good.
+ */
+#define HANDSHAKE_MS	3000
 
 enum cstate {
 	CS_DOWN,	/* waiting to reconnect */
@@ -124,7 +130,15 @@ struct wslock {
 	int			 last_err;	/* of the last failed attempt */
 	uint8_t			 cnonce[WSL_NONCE_LEN];
 	uint8_t			 snonce[WSL_NONCE_LEN];
-	uint64_t		 t_hello;
+	uint64_t		 t_hello;	/* this attempt started */
+
+	/* For wslock_conn_stats(). */
+	uint64_t		 n_connects;
+	uint64_t		 n_attempts;
+	uint64_t		 n_attempts_down;
+	uint64_t		 t_updown;	/* last came up or went down */
+	int			 stat_err;
+	char			 stat_text[WSLOCK_ERR_TEXT];
 	struct wsl_buf		 in;
 	struct wsl_buf		 out;
 
@@ -450,12 +464,29 @@ lose_all(struct wslock *wl, int reason)
 	wl->jeopardy = 0;
 }
 
+/* Remember why a connection failed, for wslock_conn_stats(). */
+static void
+note_err(struct wslock *wl, int err, const char *what)
+{
+	wl->stat_err = err;
+	snprintf(wl->stat_text, sizeof wl->stat_text, "%s: %s", what,
+	    err == -ETIMEDOUT && wl->cs != CS_READY ?
+	    "no answer in time" : strerror(-err));
+}
+
 /* The connection is gone; keep the session for a resume if we can. */
 static void
 conn_lost(struct wslock *wl, int err)
 {
 	struct creq	*r, *next;
 
+	if (err != 0)
+		note_err(wl, err, wl->cs == CS_READY ? "connection" :
+		    wl->cs == CS_CONNECTING ? "connect" : "handshake");
+	if (wl->cs == CS_READY) {
+		wl->t_updown = now_ms();
+		wl->n_attempts_down = 0;
+	}
 	if (wl->sock >= 0) {
 		epoll_ctl(wl->ipfd, EPOLL_CTL_DEL, wl->sock, NULL);
 		close(wl->sock);
@@ -500,6 +531,9 @@ conn_start(struct wslock *wl)
 	int			 fd = -1, one = 1, r;
 
 	wl->cs = CS_CONNECTING;
+	wl->t_hello = now_ms();
+	wl->n_attempts++;
+	wl->n_attempts_down++;
 	if (wl->addr.family == AF_UNIX) {
 		memset(&sun, 0, sizeof sun);
 		sun.sun_family = AF_UNIX;
@@ -556,7 +590,6 @@ conn_start(struct wslock *wl)
 		conn_lost(wl, r);
 		return r;
 	}
-	wl->t_hello = now_ms();
 	return 0;
 fail:
 	r = -errno;
@@ -609,6 +642,8 @@ on_welcome(struct wslock *wl, const struct wsl_frame *f)
 	wl->cs = CS_READY;
 	wl->backoff = BACKOFF_MIN_MS;
 	wl->last_err = 0;
+	wl->n_connects++;
+	wl->t_updown = now_ms();
 	if (w.flags & (WSL_WELCOME_RESUMED | WSL_WELCOME_GRACE)) {
 		table_walk(wl->mirror, wl->ms, reclaim_one, &rc);
 		if (rc.err < 0)
@@ -992,6 +1027,7 @@ housekeeping(struct wslock *wl)
 	if (wl->session_valid && wl->lease_ms > 0) {
 		age = now - wl->lease_base;
 		if (age >= (uint64_t)wl->lease_ms * 9 / 10) {
+			note_err(wl, -ETIMEDOUT, "lease");
 			lose_all(wl, -ETIMEDOUT);
 			/* Start afresh: the server frees the old session. */
 			if (wl->cs != CS_DOWN)
@@ -1013,6 +1049,9 @@ housekeeping(struct wslock *wl)
 			report_state(wl, WSLOCK_UP);
 		}
 	}
+	if (wl->cs != CS_DOWN && wl->cs != CS_READY &&
+	    now - wl->t_hello >= HANDSHAKE_MS)
+		conn_lost(wl, -ETIMEDOUT);
 	if (wl->cs == CS_DOWN && now >= wl->reconnect_at)
 		conn_start(wl);
 }
@@ -1128,6 +1167,7 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 	pthread_cond_init(&wl->cond, NULL);
 	wl->reported = WSLOCK_DOWN;
 	wl->backoff = BACKOFF_MIN_MS;
+	wl->t_updown = now_ms();
 	if ((r = wsl_addr_parse(p->addr, &wl->addr)) < 0)
 		goto fail;
 	if (wl->addr.family != AF_UNIX) {
@@ -1395,6 +1435,25 @@ wslock_lease_left(struct wslock *wl)
 	}
 	pthread_mutex_unlock(&wl->mu);
 	return r;
+}
+
+int
+wslock_conn_stats(struct wslock *wl, struct wslock_conn_stats *st)
+{
+	if (wl == NULL || st == NULL)
+		return -EINVAL;
+	memset(st, 0, sizeof *st);
+	pthread_mutex_lock(&wl->mu);
+	st->state = wl->cs != CS_READY ? WSLOCK_DOWN :
+	    wl->jeopardy ? WSLOCK_JEOPARDY : WSLOCK_UP;
+	st->connects = wl->n_connects;
+	st->attempts = wl->n_attempts;
+	st->attempts_down = wl->cs == CS_READY ? 0 : wl->n_attempts_down;
+	st->state_ms = now_ms() - wl->t_updown;
+	st->last_err = wl->stat_err;
+	memcpy(st->last_error, wl->stat_text, sizeof st->last_error);
+	pthread_mutex_unlock(&wl->mu);
+	return 0;
 }
 
 uint64_t

@@ -72,7 +72,10 @@
  * stop writing under locks it may no longer have.
  *
  * Reconnects. When the connection breaks the library reconnects by itself
- * (backoff 50 ms doubling to 2 s). If its lease is still valid it resumes
+ * (backoff 50 ms doubling to 2 s), for as long as the handle lives; an
+ * attempt that is not through its handshake within 3 s (a SYN or HELLO
+ * lost while a link was cut, a server that accepts and never answers)
+ * is dropped and counts as a failure, so reconnecting never stalls. If its lease is still valid it resumes
  * the session or, when the server restarted, reclaims its locks in the
  * server's grace period; a lock it cannot get back is reported lost
  * (-ESTALE). Requests not yet answered are sent again after the reclaim.
@@ -236,6 +239,30 @@ int64_t	wslock_lease_left(struct wslock *);
 
 /* This handle's session id on the server (0 before the first WELCOME). */
 uint64_t wslock_session(struct wslock *);
+
+#define WSLOCK_ERR_TEXT		64
+
+/* The connection's history, for status displays (wsctl status). */
+struct wslock_conn_stats {
+	int		state;		/* WSLOCK_DOWN, _UP or _JEOPARDY now */
+	uint64_t	connects;	/* sessions set up or resumed so far */
+	uint64_t	attempts;	/* connection attempts started so far */
+	uint64_t	attempts_down;	/* of those, since it went down; 0 up */
+	uint64_t	state_ms;	/* since it last came up or went down */
+	int		last_err;	/* -errno of the last failure, 0: none */
+	char		last_error[WSLOCK_ERR_TEXT]; /* that failure in
+					   words, NUL-terminated; "" if none */
+};
+
+/*
+ * Fill *st (the caller's; the text is copied into it, nothing to free)
+ * with the handle's connection statistics. The last failure stays until
+ * a newer one replaces it, also once the connection is back up: e.g.
+ * "handshake: no answer in time" for an attempt dropped after 3 s
+ * without an answer, "connect: Connection refused". 0, or -EINVAL for a
+ * NULL argument; *st is untouched on failure.
+ */
+int	wslock_conn_stats(struct wslock *, struct wslock_conn_stats *st);
 
 /*
  * Blocking layer. timeout_ms < 0 waits forever. -ETIMEDOUT when the time

@@ -5,7 +5,7 @@
  * or accepts and stays silent. The tests check what wslock.h promises
  * about threads and liveness: callbacks run only inside wslock_process(),
  * and a connection that never finishes its handshake is dropped and
- * retried.
+ * retried, which wslock_conn_stats() reports.
  */
 #include "config.h"
 
@@ -247,6 +247,17 @@ fake_free(struct fake *fk)
 	free(fk);
 }
 
+static int
+fake_count(struct fake *fk, const int *what)
+{
+	int	v;
+
+	pthread_mutex_lock(&fk->mu);
+	v = *what;
+	pthread_mutex_unlock(&fk->mu);
+	return v;
+}
+
 /* What the callbacks saw; one test at a time, so globals do. */
 static struct {
 	int		 inside;	/* the test is inside a library call */
@@ -392,12 +403,98 @@ t_blocking_call_runs_no_callback(void **state)
 	fake_free(fk);
 }
 
+static struct wslock	*stats_wl;
+static struct fake	*stats_fk;	/* if not NULL, it saw them too */
+
+static int
+two_attempts(void)
+{
+	struct wslock_conn_stats	st;
+
+	assert_int_equal(wslock_conn_stats(stats_wl, &st), 0);
+	return st.attempts >= 2 && (stats_fk == NULL ||
+	    fake_count(stats_fk, &stats_fk->accepted) >= 2);
+}
+
+/*
+ * A server that accepts and never answers (as a HELLO lost in a link
+ * cut looks to the client): the attempt is dropped after 3 s and another
+ * one made, and the statistics say why.
+ */
+static void
+t_silent_server_is_retried(void **state)
+{
+	struct fake			*fk = fake_new(FAKE_SILENT, 1);
+	struct wslock_conn_stats	 st;
+	uint64_t			 t0 = mono_ms(), took;
+
+	memset(&seen, 0, sizeof seen);
+	stats_fk = fk;
+	stats_wl = open_handle(fk);
+	assert_int_equal(wslock_conn_stats(stats_wl, &st), 0);
+	assert_int_equal(st.state, WSLOCK_DOWN);
+	assert_true(st.attempts == 1 && st.connects == 0);
+	assert_int_equal(st.last_err, 0);
+	assert_string_equal(st.last_error, "");
+	/* Generous: the deadline is 3 s, the backoff after it 50 ms. */
+	assert_true(run_until(stats_wl, two_attempts, 15000));
+	took = mono_ms() - t0;
+	assert_true(took >= 2900);
+	assert_int_equal(wslock_conn_stats(stats_wl, &st), 0);
+	assert_int_equal(st.state, WSLOCK_DOWN);
+	assert_int_equal(st.connects, 0);
+	assert_true(st.attempts_down >= 2);
+	assert_true(st.state_ms >= 2900);
+	assert_int_equal(st.last_err, -ETIMEDOUT);
+	assert_non_null(strstr(st.last_error, "handshake"));
+	assert_true(fake_count(fk, &fk->accepted) >= 2);
+	assert_int_equal(fake_count(fk, &fk->hellos), 0);
+	assert_int_equal(wslock_conn_stats(stats_wl, NULL), -EINVAL);
+	wslock_close(stats_wl);
+	stats_fk = NULL;
+	fake_free(fk);
+}
+
+/* Statistics of a connection that comes up, then of one refused. */
+static void
+t_conn_stats(void **state)
+{
+	struct fake			*fk = fake_new(FAKE_ANSWER, 1);
+	struct fake			*none = fake_new(FAKE_ANSWER, 0);
+	struct wslock_conn_stats	 st;
+	struct wslock			*wl;
+
+	memset(&seen, 0, sizeof seen);
+	wl = open_handle(fk);
+	assert_int_equal(wslock_connect_wait(wl, 5000), 0);
+	assert_int_equal(wslock_conn_stats(wl, &st), 0);
+	assert_int_equal(st.state, WSLOCK_UP);
+	assert_true(st.connects == 1 && st.attempts == 1);
+	assert_int_equal(st.attempts_down, 0);
+	assert_int_equal(st.last_err, 0);
+	assert_int_equal(fake_count(fk, &fk->hellos), 1);
+	wslock_close(wl);
+
+	stats_wl = wl = open_handle(none);
+	assert_true(run_until(wl, two_attempts, 5000));
+	assert_int_equal(wslock_conn_stats(wl, &st), 0);
+	assert_int_equal(st.state, WSLOCK_DOWN);
+	assert_int_equal(st.connects, 0);
+	assert_true(st.last_err == -ENOENT || st.last_err == -ECONNREFUSED);
+	assert_non_null(strstr(st.last_error, "connect: "));
+	wslock_close(wl);
+	fake_free(none);
+	fake_free(fk);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_cancel_unsent_calls_back_later),
 		cmocka_unit_test(t_blocking_call_runs_no_callback),
+		cmocka_unit_test(t_silent_server_is_retried),
+		cmocka_unit_test(t_conn_stats),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
