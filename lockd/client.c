@@ -48,6 +48,12 @@
  */
 #define HANDSHAKE_MS	3000
 
+/* Request flags and modes go on the wire as they are. */
+_Static_assert(WSLOCK_WAIT == WSL_LOCK_WAIT &&
+    WSLOCK_CACHED == WSL_LOCK_CACHED && WSLOCK_QUIET == WSL_LOCK_QUIET &&
+    WSLOCK_SHARED == WSL_SHARED && WSLOCK_EXCLUSIVE == WSL_EXCLUSIVE,
+    "wslock.h flags differ from the wire's");
+
 enum cstate {
 	CS_DOWN,	/* waiting to reconnect */
 	CS_CONNECTING,	/* non-blocking connect in progress */
@@ -1266,7 +1272,9 @@ lock_submit(struct wslock *wl, const struct wslock_range *rg, int mode,
 
 	if (!range_ok(rg) || (mode != WSLOCK_SHARED &&
 	    mode != WSLOCK_EXCLUSIVE) ||
-	    (flags & ~(WSL_LOCK_WAIT | WSL_LOCK_CACHED | WSL_LOCK_TEST)))
+	    (flags & ~(WSL_LOCK_WAIT | WSL_LOCK_CACHED | WSL_LOCK_TEST |
+	    WSL_LOCK_QUIET)) || ((flags & WSL_LOCK_QUIET) &&
+	    (flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST))))
 		return -EINVAL;
 	if ((r = creq_new(wl, WSL_LOCK, rg)) == NULL)
 		return -ENOMEM;
@@ -1289,7 +1297,7 @@ wslock_lock(struct wslock *wl, const struct wslock_range *rg, int mode,
 {
 	int	r;
 
-	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED))
+	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED | WSLOCK_QUIET))
 		return -EINVAL;
 	pthread_mutex_lock(&wl->mu);
 	r = lock_submit(wl, rg, mode, flags, reqarg, NULL, reqid);
@@ -1565,7 +1573,7 @@ wslock_lock_wait(struct wslock *wl, const struct wslock_range *rg, int mode,
 	uint64_t	id;
 	int		r;
 
-	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED))
+	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED | WSLOCK_QUIET))
 		return -EINVAL;
 	memset(&bw, 0, sizeof bw);
 	pthread_mutex_lock(&wl->mu);

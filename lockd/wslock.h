@@ -96,6 +96,13 @@
 /* Request flags. */
 #define WSLOCK_WAIT		0x01	/* queue until granted (else -EAGAIN) */
 #define WSLOCK_CACHED		0x02	/* ask me (revoke) when someone waits */
+/*
+ * Only if free right now: never queued, never makes the server ask a
+ * holder (revoke) for it; a conflict fails with -EAGAIN as without
+ * WSLOCK_WAIT, which it excludes. For locks taken only to cache (shared
+ * locks on stat and lookup) that must not disturb other nodes.
+ */
+#define WSLOCK_QUIET		0x08
 
 /* States reported through the state callback. */
 #define WSLOCK_DOWN		0	/* no connection; reconnecting */
@@ -206,7 +213,8 @@ int	wslock_process(struct wslock *);
  * Ask for a lock. On success returns 0, sets *reqid (if not NULL) and the
  * done callback follows exactly once, with reqarg, unless the handle is
  * closed first. Requests made while disconnected are sent after the
- * reconnect. -EINVAL for a bad range, key or mode; -ENOMEM.
+ * reconnect. -EINVAL for a bad range, key, mode or flags (WSLOCK_QUIET
+ * with WSLOCK_WAIT); -ENOMEM.
  */
 int	wslock_lock(struct wslock *, const struct wslock_range *, int mode,
 	    int flags, void *reqarg, uint64_t *reqid);

@@ -4,7 +4,7 @@
  * stdout, each prefixed with the CLOCK_MONOTONIC time in seconds, so a
  * Python test can drive many of them and check the history they record.
  *
- *   lock ID KEY OWNER START END s|x FLAGS   FLAGS: any of w c, or -
+ *   lock ID KEY OWNER START END s|x FLAGS   FLAGS: any of w c q, or -
  *   unlock KEY OWNER START END
  *   cancel REQID          (REQID from "T sent ID REQID")
  *   held KEY OWNER START END s|x
@@ -123,7 +123,8 @@ command(struct wslock *wl, char *line)
 		parse_range(tok + 2, &r);
 		mode = tok[6][0] == 's' ? WSLOCK_SHARED : WSLOCK_EXCLUSIVE;
 		flags = (strchr(tok[7], 'w') ? WSLOCK_WAIT : 0) |
-		    (strchr(tok[7], 'c') ? WSLOCK_CACHED : 0);
+		    (strchr(tok[7], 'c') ? WSLOCK_CACHED : 0) |
+		    (strchr(tok[7], 'q') ? WSLOCK_QUIET : 0);
 		if ((rc = wslock_lock(wl, &r, mode, flags, strdup(tok[1]),
 		    &token)) < 0)
 			out("done %s %d 0", tok[1], rc);
