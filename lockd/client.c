@@ -85,6 +85,7 @@ struct creq {
 	int			 unlock_on_grant; /* blocking wait gave up */
 	int			 internal;	/* the library's own LOCK */
 	uint64_t		 target;	/* CANCEL */
+	struct wslock_conflict	 conflict;	/* TEST answered CONFLICT */
 	struct bwait		*bw;		/* blocking caller, or NULL */
 };
 TAILQ_HEAD(creqs, creq);
@@ -94,6 +95,7 @@ enum cev_kind {
 	CEV_REVOKE,
 	CEV_LOST,
 	CEV_STATE,
+	CEV_TESTED,
 };
 
 struct cev {
@@ -105,6 +107,7 @@ struct cev {
 	void			*reqarg;
 	struct wslock_range	 r;		/* key owned */
 	int			 mode;
+	struct wslock_conflict	 c;		/* TESTED with status 1 */
 };
 TAILQ_HEAD(cevs, cev);
 
@@ -285,6 +288,11 @@ deliver_one(struct wslock *wl, const struct cev *e)
 		if (wl->cb.state != NULL)
 			wl->cb.state(wl, e->status, wl->arg);
 		break;
+	case CEV_TESTED:
+		if (wl->cb.tested != NULL)
+			wl->cb.tested(wl, e->reqid, e->status,
+			    e->status == 1 ? &e->c : NULL, e->reqarg, wl->arg);
+		break;
 	}
 }
 
@@ -396,24 +404,35 @@ creq_send(struct wslock *wl, struct creq *r)
 	return 0;
 }
 
-/* Finish a request: tell the blocking waiter or queue the done callback. */
+/*
+ * Finish a request: tell the blocking waiter or queue the done (or
+ * tested) callback.
+ */
 static void
 creq_finish(struct wslock *wl, struct creq *r, int status, uint64_t token)
 {
 	struct cev	*e;
+	int		 test = r->type == WSL_LOCK &&
+			    (r->q.flags & WSL_LOCK_TEST);
 
+	/* A cancelled test is cancelled, whatever the server answered. */
+	if (test && r->cancelled)
+		status = -ECANCELED;
 	TAILQ_REMOVE(&wl->reqs, r, entry);
 	if (r->bw != NULL) {
 		r->bw->done = 1;
 		r->bw->status = status;
 		r->bw->token = token;
+		r->bw->conflict = r->conflict;
 		pthread_cond_broadcast(&wl->cond);
 	} else if (r->type == WSL_LOCK && !r->unlock_on_grant &&
-	    !r->internal && (e = cev_add(wl, CEV_DONE, NULL)) != NULL) {
+	    !r->internal && (e = cev_add(wl, test ? CEV_TESTED : CEV_DONE,
+	    NULL)) != NULL) {
 		e->reqid = r->id;
 		e->status = status;
 		e->token = token;
 		e->reqarg = r->reqarg;
+		e->c = r->conflict;
 	}
 	creq_free(r);
 }
@@ -834,15 +853,14 @@ on_reply(struct wslock *wl, const struct wsl_frame *f)
 			return -EPROTO;
 		break;
 	case WSL_CONFLICT:
-		if (wsl_dec_conflict(f, &c) < 0 || r->type != WSL_LOCK)
+		if (wsl_dec_conflict(f, &c) < 0 || r->type != WSL_LOCK ||
+		    !(r->q.flags & WSL_LOCK_TEST))
 			return -EPROTO;
-		if (r->bw != NULL) {
-			r->bw->conflict.session = c.session;
-			r->bw->conflict.owner = c.owner;
-			r->bw->conflict.start = c.start;
-			r->bw->conflict.end = c.end;
-			r->bw->conflict.mode = c.mode;
-		}
+		r->conflict.session = c.session;
+		r->conflict.owner = c.owner;
+		r->conflict.start = c.start;
+		r->conflict.end = c.end;
+		r->conflict.mode = c.mode;
 		creq_finish(wl, r, 1, 0);
 		break;
 	case WSL_ERROR:
@@ -1305,6 +1323,21 @@ wslock_lock(struct wslock *wl, const struct wslock_range *rg, int mode,
 	return r;
 }
 
+int
+wslock_test(struct wslock *wl, const struct wslock_range *rg, int mode,
+    void *reqarg, uint64_t *reqid)
+{
+	int	r;
+
+	/* Without the callback the answer would have nowhere to go. */
+	if (wl->cb.tested == NULL)
+		return -EINVAL;
+	pthread_mutex_lock(&wl->mu);
+	r = lock_submit(wl, rg, mode, WSL_LOCK_TEST, reqarg, NULL, reqid);
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
 static int
 unlock_submit(struct wslock *wl, const struct wslock_range *rg,
     struct bwait *bw)
@@ -1357,6 +1390,9 @@ cancel_locked(struct wslock *wl, uint64_t reqid)
 		creq_finish(wl, r, -ECANCELED, 0);
 		return 0;
 	}
+	/* A test never waits on the server: its answer is just dropped. */
+	if (r->q.flags & WSL_LOCK_TEST)
+		return 0;
 	if ((c = creq_new(wl, WSL_CANCEL, NULL)) == NULL)
 		return -ENOMEM;
 	c->target = reqid;

@@ -5,7 +5,7 @@ LOCKD_COMMON = lockd/proto.h lockd/lockd.h lockd/codec.c lockd/table.c \
 EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
 	tests/lockd/test_history.py tests/lockd/test_threads.py \
-	tests/lockd/test_quiet.py \
+	tests/lockd/test_quiet.py tests/lockd/test_async_test.py \
 	tests/metrics/test_lockd_metrics.py
 
 if HAVE_CMOCKA

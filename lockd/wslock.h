@@ -66,8 +66,10 @@
  * fcntl(2) locks: the same key with the lock owner of the open file (or
  * of the process) as owner and the byte range as given; F_SETLK is
  * wslock_lock() without WSLOCK_WAIT, F_SETLKW with it (an interrupted wait
- * is wslock_cancel()), F_GETLK is wslock_test_wait(), F_UNLCK is
- * wslock_unlock(). Every grant's token can fence writes on storage that
+ * is wslock_cancel()), F_GETLK is wslock_test() (answered through the
+ * tested callback, so no thread waits; wslock_test_wait() blocks), F_UNLCK
+ * is wslock_unlock(). Shared locks that only keep caches fresh (stat,
+ * lookup) can be asked for with WSLOCK_QUIET, which disturbs no holder. Every grant's token can fence writes on storage that
  * understands it. The lost callback and WSLOCK_JEOPARDY tell the node to
  * stop writing under locks it may no longer have.
  *
@@ -120,7 +122,7 @@ struct wslock_range {
 	uint64_t	 end;		/* exclusive; WSLOCK_EOF: to the end */
 };
 
-/* A conflicting holder, as reported by wslock_test_wait(). */
+/* A conflicting holder, as reported by wslock_test(), wslock_test_wait(). */
 struct wslock_conflict {
 	uint64_t	session;
 	uint64_t	owner;
@@ -172,6 +174,14 @@ struct wslock_callbacks {
 		    uint64_t token, int reason, void *arg);
 	/* Connection/lease state changed: WSLOCK_DOWN, _UP, _JEOPARDY. */
 	void	(*state)(struct wslock *, int state, void *arg);
+	/*
+	 * A wslock_test() was answered. status: 0 the lock could be had
+	 * now, 1 it could not and c names the first conflicting holder (c
+	 * is NULL otherwise, and valid only during the call), -ECANCELED
+	 * cancelled, or another negative errno as for done.
+	 */
+	void	(*tested)(struct wslock *, uint64_t reqid, int status,
+		    const struct wslock_conflict *c, void *reqarg, void *arg);
 };
 
 struct wslock_params {
@@ -220,6 +230,18 @@ int	wslock_lock(struct wslock *, const struct wslock_range *, int mode,
 	    int flags, void *reqarg, uint64_t *reqid);
 
 /*
+ * Ask whether mode on the range could be granted now, without taking
+ * anything (F_GETLK). On success returns 0, sets *reqid (if not NULL)
+ * and the tested callback follows exactly once, with reqarg, unless the
+ * handle is closed first; asked while disconnected, the question is sent
+ * after the reconnect. wslock_cancel(reqid) withdraws it: tested then
+ * reports -ECANCELED. -EINVAL for a bad range, key or mode or when the
+ * handle has no tested callback; -ENOMEM.
+ */
+int	wslock_test(struct wslock *, const struct wslock_range *, int mode,
+	    void *reqarg, uint64_t *reqid);
+
+/*
  * Release [start, end) of the owner's locks on key (nothing held is not
  * an error). Takes effect locally at once; the server is told
  * asynchronously. 0, -EINVAL, -ENOMEM.
@@ -227,10 +249,11 @@ int	wslock_lock(struct wslock *, const struct wslock_range *, int mode,
 int	wslock_unlock(struct wslock *, const struct wslock_range *);
 
 /*
- * Withdraw a waiting request. 0: done will report -ECANCELED, or 0 if
- * the grant crossed the cancel (the lock is then held and must be
- * unlocked); either way from a later wslock_process(), never from inside
- * this call. -ENOENT: no such unfinished request.
+ * Withdraw a waiting request or an unanswered test. 0: done will report
+ * -ECANCELED, or 0 if the grant crossed the cancel (the lock is then
+ * held and must be unlocked); tested reports -ECANCELED. Either way from
+ * a later wslock_process(), never from inside this call. -ENOENT: no
+ * such unfinished request.
  */
 int	wslock_cancel(struct wslock *, uint64_t reqid);
 
@@ -291,7 +314,8 @@ int	wslock_unlock_wait(struct wslock *, const struct wslock_range *,
 	    int timeout_ms);
 /*
  * Would mode on range be granted now? 0 yes; 1 no, with the first
- * conflicting holder in *c (if not NULL). Takes nothing.
+ * conflicting holder in *c (if not NULL). Takes nothing. The blocking
+ * form of wslock_test(), which needs no callback.
  */
 int	wslock_test_wait(struct wslock *, const struct wslock_range *,
 	    int mode, int timeout_ms, struct wslock_conflict *c);

@@ -178,6 +178,7 @@ class Client:
         self.replies = queue.Queue()
         self.cv = threading.Condition()
         self.done = {}
+        self.tests = {}
         self.lost = []
         self.revokes = []
         self.states = []
@@ -204,6 +205,8 @@ class Client:
                 self.lines.append(line.rstrip())
                 if kind == "done":
                     self.done[rest[0]] = (t, int(rest[1]), int(rest[2]))
+                elif kind == "tested":
+                    self.tests[rest[0]] = (t, [int(x) for x in rest[1:]])
                 elif kind == "lost":
                     self.lost.append((t, rest))
                 elif kind == "revoke":
@@ -277,6 +280,19 @@ class Client:
         t, kind, rest = self.reply()
         assert kind == "test"
         return [int(x) for x in rest]
+
+    def atest(self, tag, key, mode="x", owner=1, start=0, end="-"):
+        """Send an asynchronous test; returns its request id."""
+        self.send(f"atest {tag} {key} {owner} {start} {end} {mode}")
+        t, kind, rest = self.reply()
+        assert kind == "sent", (kind, rest)
+        return int(rest[1])
+
+    def tested(self, tag, timeout=10):
+        """The answer to an asynchronous test: [status, conflict...]."""
+        self.wait(lambda: tag in self.tests, timeout)
+        r = self.tests.get(tag)
+        return None if r is None else r[1]
 
     def cancel(self, reqid):
         self.send(f"cancel {reqid}")

@@ -80,6 +80,7 @@ fake_frame(struct fake *fk, int fd, const struct wsl_frame *f)
 	struct wsl_buf		 out = { 0 };
 	struct wsl_welcome	 w;
 	struct wsl_lockreq	 q;
+	struct wsl_conflict	 c;
 	uint64_t		 target;
 	static uint64_t		 token = 1;
 	int			 r = 0;
@@ -110,7 +111,15 @@ fake_frame(struct fake *fk, int fd, const struct wsl_frame *f)
 	case WSL_LOCK:
 		if (wsl_dec_lock(f, &q) < 0)
 			return -1;
-		if (q.flags & WSL_LOCK_WAIT)
+		if ((q.flags & WSL_LOCK_TEST) && q.keylen == 4 &&
+		    memcmp(q.key, "busy", 4) == 0) {
+			/* Someone else holds "busy" exclusively. */
+			c = (struct wsl_conflict){ 99, 5, 0, WSL_RANGE_END,
+			    WSL_EXCLUSIVE };
+			wsl_enc_conflict(&out, f->id, &c);
+		} else if (q.flags & WSL_LOCK_TEST)
+			wsl_enc_ok(&out, f->id, 0);
+		else if (q.flags & WSL_LOCK_WAIT)
 			wsl_enc_empty(&out, WSL_QUEUED, f->id);
 		else
 			wsl_enc_ok(&out, f->id, token++);
@@ -268,6 +277,12 @@ static struct {
 	void		*reqarg;
 	int		 nstate;
 	int		 state;
+	int		 ntested;
+	int		 tstatus;
+	uint64_t	 treqid;
+	void		*treqarg;
+	int		 tconflict;	/* a conflict was given */
+	struct wslock_conflict tc;
 } seen;
 
 static void
@@ -291,9 +306,25 @@ on_state(struct wslock *wl, int state, void *arg)
 	seen.state = state;
 }
 
+static void
+on_tested(struct wslock *wl, uint64_t reqid, int status,
+    const struct wslock_conflict *c, void *reqarg, void *arg)
+{
+	if (seen.inside)
+		seen.ran_inside++;
+	seen.ntested++;
+	seen.tstatus = status;
+	seen.treqid = reqid;
+	seen.treqarg = reqarg;
+	seen.tconflict = c != NULL;
+	if (c != NULL)
+		seen.tc = *c;
+}
+
 static const struct wslock_callbacks cbs = {
 	.done = on_done,
 	.state = on_state,
+	.tested = on_tested,
 };
 
 static struct wslock *
@@ -403,6 +434,86 @@ t_blocking_call_runs_no_callback(void **state)
 	fake_free(fk);
 }
 
+static int	want_tested;
+
+static int
+tested_enough(void)
+{
+	return seen.ntested >= want_tested;
+}
+
+/*
+ * wslock_test(): answered through the tested callback, from
+ * wslock_process() only: free, conflict (with the holder), cancelled.
+ */
+static void
+t_async_test(void **state)
+{
+	struct fake		*fk = fake_new(FAKE_ANSWER, 1);
+	struct fake		*none = fake_new(FAKE_ANSWER, 0);
+	struct wslock_range	 free_rg = { "free", 4, 1, 0, WSLOCK_EOF };
+	struct wslock_range	 busy_rg = { "busy", 4, 1, 10, 20 };
+	struct wslock_params	 p;
+	struct wslock		*wl;
+	uint64_t		 id = 0;
+	int			 tag1, tag2;
+
+	memset(&seen, 0, sizeof seen);
+	wl = open_handle(fk);
+	assert_int_equal(wslock_connect_wait(wl, 5000), 0);
+	assert_int_equal(wslock_test(wl, &free_rg, WSLOCK_SHARED, &tag1, &id),
+	    0);
+	assert_true(id != 0);
+	want_tested = 1;
+	assert_true(run_until(wl, tested_enough, 5000));
+	assert_int_equal(seen.tstatus, 0);
+	assert_true(seen.treqid == id);
+	assert_ptr_equal(seen.treqarg, &tag1);
+	assert_false(seen.tconflict);
+	assert_int_equal(wslock_test(wl, &busy_rg, WSLOCK_EXCLUSIVE, &tag2,
+	    &id), 0);
+	want_tested = 2;
+	assert_true(run_until(wl, tested_enough, 5000));
+	assert_int_equal(seen.tstatus, 1);
+	assert_ptr_equal(seen.treqarg, &tag2);
+	assert_true(seen.tconflict);
+	assert_true(seen.tc.session == 99 && seen.tc.owner == 5);
+	assert_int_equal(seen.tc.mode, WSLOCK_EXCLUSIVE);
+	/* The blocking form agrees, and a test takes nothing. */
+	assert_int_equal(wslock_test_wait(wl, &busy_rg, WSLOCK_SHARED, 5000,
+	    &seen.tc), 1);
+	assert_int_equal(wslock_held(wl, &free_rg, WSLOCK_SHARED, NULL), 0);
+	assert_int_equal(wslock_test(wl, &free_rg, 7, NULL, NULL), -EINVAL);
+	assert_int_equal(seen.ran_inside, 0);
+	wslock_close(wl);
+
+	/* Withdrawn before it was sent: -ECANCELED, not inside the cancel. */
+	memset(&seen, 0, sizeof seen);
+	wl = open_handle(none);
+	assert_int_equal(wslock_test(wl, &free_rg, WSLOCK_SHARED, &tag1, &id),
+	    0);
+	seen.inside = 1;
+	assert_int_equal(wslock_cancel(wl, id), 0);
+	seen.inside = 0;
+	assert_int_equal(seen.ntested, 0);
+	want_tested = 1;
+	assert_true(run_until(wl, tested_enough, 5000));
+	assert_int_equal(seen.tstatus, -ECANCELED);
+	assert_int_equal(seen.ndone, 0);
+	assert_int_equal(wslock_cancel(wl, id), -ENOENT);
+	wslock_close(wl);
+
+	/* No tested callback, no asynchronous test. */
+	memset(&p, 0, sizeof p);
+	p.addr = none->addr;
+	assert_int_equal(wslock_open(&p, &wl), 0);
+	assert_int_equal(wslock_test(wl, &free_rg, WSLOCK_SHARED, NULL, NULL),
+	    -EINVAL);
+	wslock_close(wl);
+	fake_free(none);
+	fake_free(fk);
+}
+
 static struct wslock	*stats_wl;
 static struct fake	*stats_fk;	/* if not NULL, it saw them too */
 
@@ -495,6 +606,7 @@ main(void)
 		cmocka_unit_test(t_blocking_call_runs_no_callback),
 		cmocka_unit_test(t_silent_server_is_retried),
 		cmocka_unit_test(t_conn_stats),
+		cmocka_unit_test(t_async_test),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
