@@ -7,12 +7,17 @@
  * a reconnect and report it lost when the lease lapses.
  *
  * One mutex guards the whole handle. Work that ends in a user callback is
- * queued as an event while the mutex is held and delivered after it is
- * released, so callbacks may call back into the asynchronous API.
+ * queued as an event while the mutex is held, and only wslock_process()
+ * delivers events, after it released the mutex: a callback never runs
+ * inside wslock_cancel(), wslock_lock() or a blocking call, whose caller
+ * may hold locks of its own that the callback takes. An event queued by
+ * any other call makes the handle's descriptor readable (an eventfd in
+ * its epoll set), so the caller's poller comes to deliver it.
  */
 #include "config.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
@@ -36,6 +41,18 @@
 
 #define BACKOFF_MIN_MS	50
 #define BACKOFF_MAX_MS	2000
+/*
+ * A connection not through its handshake by then is dropped and tried
+ * again: a SYN or HELLO lost while a link was cut, or a server that
+ * accepts and never answers, must not stall the reconnect for good.
+ */
+#define HANDSHAKE_MS	3000
+
+/* Request flags and modes go on the wire as they are. */
+_Static_assert(WSLOCK_WAIT == WSL_LOCK_WAIT &&
+    WSLOCK_CACHED == WSL_LOCK_CACHED && WSLOCK_QUIET == WSL_LOCK_QUIET &&
+    WSLOCK_SHARED == WSL_SHARED && WSLOCK_EXCLUSIVE == WSL_EXCLUSIVE,
+    "wslock.h flags differ from the wire's");
 
 enum cstate {
 	CS_DOWN,	/* waiting to reconnect */
@@ -68,6 +85,7 @@ struct creq {
 	int			 unlock_on_grant; /* blocking wait gave up */
 	int			 internal;	/* the library's own LOCK */
 	uint64_t		 target;	/* CANCEL */
+	struct wslock_conflict	 conflict;	/* TEST answered CONFLICT */
 	struct bwait		*bw;		/* blocking caller, or NULL */
 };
 TAILQ_HEAD(creqs, creq);
@@ -77,6 +95,7 @@ enum cev_kind {
 	CEV_REVOKE,
 	CEV_LOST,
 	CEV_STATE,
+	CEV_TESTED,
 };
 
 struct cev {
@@ -88,6 +107,7 @@ struct cev {
 	void			*reqarg;
 	struct wslock_range	 r;		/* key owned */
 	int			 mode;
+	struct wslock_conflict	 c;		/* TESTED with status 1 */
 };
 TAILQ_HEAD(cevs, cev);
 
@@ -95,6 +115,10 @@ struct wslock {
 	pthread_mutex_t		 mu;
 	pthread_cond_t		 cond;
 	int			 processing;	/* a thread is in process */
+	int			 in_process;	/* ... in wslock_process itself */
+	int			 want_process;	/* threads waiting to process */
+	int			 delivering;	/* a thread runs callbacks */
+	int			 woken;		/* evfd written, not drained */
 	struct wslock_callbacks	 cb;
 	void			*arg;
 	struct wsl_addr		 addr;
@@ -103,8 +127,10 @@ struct wslock {
 	size_t			 keylen;
 	uint64_t		 client_id;
 
-	int			 epfd;
+	int			 epfd;		/* wslock_fd(): ipfd, evfd */
+	int			 ipfd;		/* sock, tfd: what we wait on */
 	int			 tfd;
+	int			 evfd;		/* events wait for delivery */
 	int			 sock;
 	int			 pollout;
 	enum cstate		 cs;
@@ -113,7 +139,15 @@ struct wslock {
 	int			 last_err;	/* of the last failed attempt */
 	uint8_t			 cnonce[WSL_NONCE_LEN];
 	uint8_t			 snonce[WSL_NONCE_LEN];
-	uint64_t		 t_hello;
+	uint64_t		 t_hello;	/* this attempt started */
+
+	/* For wslock_conn_stats(). */
+	uint64_t		 n_connects;
+	uint64_t		 n_attempts;
+	uint64_t		 n_attempts_down;
+	uint64_t		 t_updown;	/* last came up or went down */
+	int			 stat_err;
+	char			 stat_text[WSLOCK_ERR_TEXT];
 	struct wsl_buf		 in;
 	struct wsl_buf		 out;
 
@@ -207,6 +241,16 @@ cev_add(struct wslock *wl, enum cev_kind kind, const struct table_req *q)
 	}
 	e->kind = kind;
 	TAILQ_INSERT_TAIL(&wl->evs, e, entry);
+	/*
+	 * Queued outside wslock_process (by a cancel, a blocking call that
+	 * drove the handle, ...): the caller's poller must come and deliver.
+	 */
+	if (!wl->in_process && !wl->woken) {
+		uint64_t	one = 1;
+
+		if (write(wl->evfd, &one, sizeof one) == sizeof one)
+			wl->woken = 1;
+	}
 	return e;
 }
 
@@ -222,7 +266,42 @@ report_state(struct wslock *wl, int state)
 		e->status = state;
 }
 
-/* Deliver queued events with the mutex released. */
+static void
+deliver_one(struct wslock *wl, const struct cev *e)
+{
+	switch (e->kind) {
+	case CEV_DONE:
+		if (wl->cb.done != NULL)
+			wl->cb.done(wl, e->reqid, e->status, e->token,
+			    e->reqarg, wl->arg);
+		break;
+	case CEV_REVOKE:
+		if (wl->cb.revoke != NULL)
+			wl->cb.revoke(wl, &e->r, e->token, wl->arg);
+		break;
+	case CEV_LOST:
+		if (wl->cb.lost != NULL)
+			wl->cb.lost(wl, &e->r, e->mode, e->token, e->status,
+			    wl->arg);
+		break;
+	case CEV_STATE:
+		if (wl->cb.state != NULL)
+			wl->cb.state(wl, e->status, wl->arg);
+		break;
+	case CEV_TESTED:
+		if (wl->cb.tested != NULL)
+			wl->cb.tested(wl, e->reqid, e->status,
+			    e->status == 1 ? &e->c : NULL, e->reqarg, wl->arg);
+		break;
+	}
+}
+
+/*
+ * Deliver queued events with the mutex released; called only by
+ * wslock_process(). One thread delivers at a time, so callbacks never run
+ * concurrently and arrive in order; events that callbacks (or other
+ * threads) queue meanwhile are delivered by the same loop.
+ */
 static void
 deliver(struct wslock *wl)
 {
@@ -230,34 +309,25 @@ deliver(struct wslock *wl)
 	struct cev	*e;
 
 	pthread_mutex_lock(&wl->mu);
-	TAILQ_INIT(&evs);
-	TAILQ_CONCAT(&evs, &wl->evs, entry);
-	pthread_mutex_unlock(&wl->mu);
-	while ((e = TAILQ_FIRST(&evs)) != NULL) {
-		TAILQ_REMOVE(&evs, e, entry);
-		switch (e->kind) {
-		case CEV_DONE:
-			if (wl->cb.done != NULL)
-				wl->cb.done(wl, e->reqid, e->status, e->token,
-				    e->reqarg, wl->arg);
-			break;
-		case CEV_REVOKE:
-			if (wl->cb.revoke != NULL)
-				wl->cb.revoke(wl, &e->r, e->token, wl->arg);
-			break;
-		case CEV_LOST:
-			if (wl->cb.lost != NULL)
-				wl->cb.lost(wl, &e->r, e->mode, e->token,
-				    e->status, wl->arg);
-			break;
-		case CEV_STATE:
-			if (wl->cb.state != NULL)
-				wl->cb.state(wl, e->status, wl->arg);
-			break;
-		}
-		free((void *)e->r.key);
-		free(e);
+	if (wl->delivering) {
+		pthread_mutex_unlock(&wl->mu);
+		return;
 	}
+	wl->delivering = 1;
+	while (!TAILQ_EMPTY(&wl->evs)) {
+		TAILQ_INIT(&evs);
+		TAILQ_CONCAT(&evs, &wl->evs, entry);
+		pthread_mutex_unlock(&wl->mu);
+		while ((e = TAILQ_FIRST(&evs)) != NULL) {
+			TAILQ_REMOVE(&evs, e, entry);
+			deliver_one(wl, e);
+			free((void *)e->r.key);
+			free(e);
+		}
+		pthread_mutex_lock(&wl->mu);
+	}
+	wl->delivering = 0;
+	pthread_mutex_unlock(&wl->mu);
 }
 
 static void
@@ -270,7 +340,7 @@ want_pollout(struct wslock *wl, int on)
 	wl->pollout = on;
 	ev.events = EPOLLIN | (on ? EPOLLOUT : 0);
 	ev.data.fd = wl->sock;
-	epoll_ctl(wl->epfd, EPOLL_CTL_MOD, wl->sock, &ev);
+	epoll_ctl(wl->ipfd, EPOLL_CTL_MOD, wl->sock, &ev);
 }
 
 static void conn_lost(struct wslock *, int);
@@ -334,24 +404,35 @@ creq_send(struct wslock *wl, struct creq *r)
 	return 0;
 }
 
-/* Finish a request: tell the blocking waiter or queue the done callback. */
+/*
+ * Finish a request: tell the blocking waiter or queue the done (or
+ * tested) callback.
+ */
 static void
 creq_finish(struct wslock *wl, struct creq *r, int status, uint64_t token)
 {
 	struct cev	*e;
+	int		 test = r->type == WSL_LOCK &&
+			    (r->q.flags & WSL_LOCK_TEST);
 
+	/* A cancelled test is cancelled, whatever the server answered. */
+	if (test && r->cancelled)
+		status = -ECANCELED;
 	TAILQ_REMOVE(&wl->reqs, r, entry);
 	if (r->bw != NULL) {
 		r->bw->done = 1;
 		r->bw->status = status;
 		r->bw->token = token;
+		r->bw->conflict = r->conflict;
 		pthread_cond_broadcast(&wl->cond);
 	} else if (r->type == WSL_LOCK && !r->unlock_on_grant &&
-	    !r->internal && (e = cev_add(wl, CEV_DONE, NULL)) != NULL) {
+	    !r->internal && (e = cev_add(wl, test ? CEV_TESTED : CEV_DONE,
+	    NULL)) != NULL) {
 		e->reqid = r->id;
 		e->status = status;
 		e->token = token;
 		e->reqarg = r->reqarg;
+		e->c = r->conflict;
 	}
 	creq_free(r);
 }
@@ -408,14 +489,31 @@ lose_all(struct wslock *wl, int reason)
 	wl->jeopardy = 0;
 }
 
+/* Remember why a connection failed, for wslock_conn_stats(). */
+static void
+note_err(struct wslock *wl, int err, const char *what)
+{
+	wl->stat_err = err;
+	snprintf(wl->stat_text, sizeof wl->stat_text, "%s: %s", what,
+	    err == -ETIMEDOUT && wl->cs != CS_READY ?
+	    "no answer in time" : strerror(-err));
+}
+
 /* The connection is gone; keep the session for a resume if we can. */
 static void
 conn_lost(struct wslock *wl, int err)
 {
 	struct creq	*r, *next;
 
+	if (err != 0)
+		note_err(wl, err, wl->cs == CS_READY ? "connection" :
+		    wl->cs == CS_CONNECTING ? "connect" : "handshake");
+	if (wl->cs == CS_READY) {
+		wl->t_updown = now_ms();
+		wl->n_attempts_down = 0;
+	}
 	if (wl->sock >= 0) {
-		epoll_ctl(wl->epfd, EPOLL_CTL_DEL, wl->sock, NULL);
+		epoll_ctl(wl->ipfd, EPOLL_CTL_DEL, wl->sock, NULL);
 		close(wl->sock);
 		wl->sock = -1;
 	}
@@ -458,6 +556,9 @@ conn_start(struct wslock *wl)
 	int			 fd = -1, one = 1, r;
 
 	wl->cs = CS_CONNECTING;
+	wl->t_hello = now_ms();
+	wl->n_attempts++;
+	wl->n_attempts_down++;
 	if (wl->addr.family == AF_UNIX) {
 		memset(&sun, 0, sizeof sun);
 		sun.sun_family = AF_UNIX;
@@ -497,7 +598,7 @@ conn_start(struct wslock *wl)
 	ev.events = EPOLLIN | EPOLLOUT;
 	ev.data.fd = fd;
 	wl->pollout = 1;
-	if (epoll_ctl(wl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (epoll_ctl(wl->ipfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		r = -errno;
 		conn_lost(wl, r);
 		return r;
@@ -514,7 +615,6 @@ conn_start(struct wslock *wl)
 		conn_lost(wl, r);
 		return r;
 	}
-	wl->t_hello = now_ms();
 	return 0;
 fail:
 	r = -errno;
@@ -567,6 +667,8 @@ on_welcome(struct wslock *wl, const struct wsl_frame *f)
 	wl->cs = CS_READY;
 	wl->backoff = BACKOFF_MIN_MS;
 	wl->last_err = 0;
+	wl->n_connects++;
+	wl->t_updown = now_ms();
 	if (w.flags & (WSL_WELCOME_RESUMED | WSL_WELCOME_GRACE)) {
 		table_walk(wl->mirror, wl->ms, reclaim_one, &rc);
 		if (rc.err < 0)
@@ -751,15 +853,14 @@ on_reply(struct wslock *wl, const struct wsl_frame *f)
 			return -EPROTO;
 		break;
 	case WSL_CONFLICT:
-		if (wsl_dec_conflict(f, &c) < 0 || r->type != WSL_LOCK)
+		if (wsl_dec_conflict(f, &c) < 0 || r->type != WSL_LOCK ||
+		    !(r->q.flags & WSL_LOCK_TEST))
 			return -EPROTO;
-		if (r->bw != NULL) {
-			r->bw->conflict.session = c.session;
-			r->bw->conflict.owner = c.owner;
-			r->bw->conflict.start = c.start;
-			r->bw->conflict.end = c.end;
-			r->bw->conflict.mode = c.mode;
-		}
+		r->conflict.session = c.session;
+		r->conflict.owner = c.owner;
+		r->conflict.start = c.start;
+		r->conflict.end = c.end;
+		r->conflict.mode = c.mode;
 		creq_finish(wl, r, 1, 0);
 		break;
 	case WSL_ERROR:
@@ -950,6 +1051,7 @@ housekeeping(struct wslock *wl)
 	if (wl->session_valid && wl->lease_ms > 0) {
 		age = now - wl->lease_base;
 		if (age >= (uint64_t)wl->lease_ms * 9 / 10) {
+			note_err(wl, -ETIMEDOUT, "lease");
 			lose_all(wl, -ETIMEDOUT);
 			/* Start afresh: the server frees the old session. */
 			if (wl->cs != CS_DOWN)
@@ -971,6 +1073,9 @@ housekeeping(struct wslock *wl)
 			report_state(wl, WSLOCK_UP);
 		}
 	}
+	if (wl->cs != CS_DOWN && wl->cs != CS_READY &&
+	    now - wl->t_hello >= HANDSHAKE_MS)
+		conn_lost(wl, -ETIMEDOUT);
 	if (wl->cs == CS_DOWN && now >= wl->reconnect_at)
 		conn_start(wl);
 }
@@ -1027,21 +1132,31 @@ process_wait(struct wslock *wl, int timeout_ms)
 	housekeeping(wl);
 	if (timeout_ms != 0) {
 		pthread_mutex_unlock(&wl->mu);
-		n = epoll_wait(wl->epfd, evs, 4, timeout_ms);
+		n = epoll_wait(wl->ipfd, evs, 4, timeout_ms);
 		pthread_mutex_lock(&wl->mu);
 	} else
-		n = epoll_wait(wl->epfd, evs, 4, 0);
+		n = epoll_wait(wl->ipfd, evs, 4, 0);
 	process_events(wl, evs, n < 0 ? 0 : n);
 }
 
 int
 wslock_process(struct wslock *wl)
 {
+	uint64_t	v;
+
 	pthread_mutex_lock(&wl->mu);
+	/* Blocking callers let us in first: only we deliver callbacks. */
+	wl->want_process++;
 	while (wl->processing)
 		pthread_cond_wait(&wl->cond, &wl->mu);
+	wl->want_process--;
 	wl->processing = 1;
+	wl->in_process = 1;
+	/* Whatever woke us is delivered below. */
+	if (wl->woken && read(wl->evfd, &v, sizeof v) == sizeof v)
+		wl->woken = 0;
 	process_wait(wl, 0);
+	wl->in_process = 0;
 	wl->processing = 0;
 	pthread_cond_broadcast(&wl->cond);
 	pthread_mutex_unlock(&wl->mu);
@@ -1069,13 +1184,14 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 		return -ENOMEM;
 	if ((wl = calloc(1, sizeof *wl)) == NULL)
 		return -ENOMEM;
-	wl->epfd = wl->tfd = wl->sock = -1;
+	wl->epfd = wl->ipfd = wl->tfd = wl->evfd = wl->sock = -1;
 	TAILQ_INIT(&wl->reqs);
 	TAILQ_INIT(&wl->evs);
 	pthread_mutex_init(&wl->mu, NULL);
 	pthread_cond_init(&wl->cond, NULL);
 	wl->reported = WSLOCK_DOWN;
 	wl->backoff = BACKOFF_MIN_MS;
+	wl->t_updown = now_ms();
 	if ((r = wsl_addr_parse(p->addr, &wl->addr)) < 0)
 		goto fail;
 	if (wl->addr.family != AF_UNIX) {
@@ -1102,18 +1218,36 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 		goto fail;
 	}
 	if ((wl->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (wl->ipfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (wl->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
 	    (wl->tfd = timerfd_create(CLOCK_BOOTTIME,
 	    TFD_NONBLOCK | TFD_CLOEXEC)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/*
+	 * The caller polls epfd: readable when the connection or the clock
+	 * (ipfd) needs a pass, or when events wait for delivery (evfd). The
+	 * library itself waits on ipfd alone, so pending events never make
+	 * a blocking call spin.
+	 */
+	ev.events = EPOLLIN;
+	ev.data.fd = wl->ipfd;
+	if (epoll_ctl(wl->epfd, EPOLL_CTL_ADD, wl->ipfd, &ev) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	ev.data.fd = wl->evfd;
+	if (epoll_ctl(wl->epfd, EPOLL_CTL_ADD, wl->evfd, &ev) < 0) {
 		r = -errno;
 		goto fail;
 	}
 	/* A steady tick drives renewals, lease checks and reconnects. */
 	memset(&its, 0, sizeof its);
 	its.it_value.tv_nsec = its.it_interval.tv_nsec = 20 * 1000000;
-	ev.events = EPOLLIN;
 	ev.data.fd = wl->tfd;
 	if (timerfd_settime(wl->tfd, 0, &its, NULL) < 0 ||
-	    epoll_ctl(wl->epfd, EPOLL_CTL_ADD, wl->tfd, &ev) < 0) {
+	    epoll_ctl(wl->ipfd, EPOLL_CTL_ADD, wl->tfd, &ev) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -1125,6 +1259,10 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 fail:
 	if (wl->epfd >= 0)
 		close(wl->epfd);
+	if (wl->ipfd >= 0)
+		close(wl->ipfd);
+	if (wl->evfd >= 0)
+		close(wl->evfd);
 	if (wl->tfd >= 0)
 		close(wl->tfd);
 	table_sess_free(wl->mirror, wl->ms);
@@ -1152,7 +1290,9 @@ lock_submit(struct wslock *wl, const struct wslock_range *rg, int mode,
 
 	if (!range_ok(rg) || (mode != WSLOCK_SHARED &&
 	    mode != WSLOCK_EXCLUSIVE) ||
-	    (flags & ~(WSL_LOCK_WAIT | WSL_LOCK_CACHED | WSL_LOCK_TEST)))
+	    (flags & ~(WSL_LOCK_WAIT | WSL_LOCK_CACHED | WSL_LOCK_TEST |
+	    WSL_LOCK_QUIET)) || ((flags & WSL_LOCK_QUIET) &&
+	    (flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST))))
 		return -EINVAL;
 	if ((r = creq_new(wl, WSL_LOCK, rg)) == NULL)
 		return -ENOMEM;
@@ -1175,10 +1315,25 @@ wslock_lock(struct wslock *wl, const struct wslock_range *rg, int mode,
 {
 	int	r;
 
-	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED))
+	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED | WSLOCK_QUIET))
 		return -EINVAL;
 	pthread_mutex_lock(&wl->mu);
 	r = lock_submit(wl, rg, mode, flags, reqarg, NULL, reqid);
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+int
+wslock_test(struct wslock *wl, const struct wslock_range *rg, int mode,
+    void *reqarg, uint64_t *reqid)
+{
+	int	r;
+
+	/* Without the callback the answer would have nowhere to go. */
+	if (wl->cb.tested == NULL)
+		return -EINVAL;
+	pthread_mutex_lock(&wl->mu);
+	r = lock_submit(wl, rg, mode, WSL_LOCK_TEST, reqarg, NULL, reqid);
 	pthread_mutex_unlock(&wl->mu);
 	return r;
 }
@@ -1235,6 +1390,9 @@ cancel_locked(struct wslock *wl, uint64_t reqid)
 		creq_finish(wl, r, -ECANCELED, 0);
 		return 0;
 	}
+	/* A test never waits on the server: its answer is just dropped. */
+	if (r->q.flags & WSL_LOCK_TEST)
+		return 0;
 	if ((c = creq_new(wl, WSL_CANCEL, NULL)) == NULL)
 		return -ENOMEM;
 	c->target = reqid;
@@ -1251,7 +1409,6 @@ wslock_cancel(struct wslock *wl, uint64_t reqid)
 	pthread_mutex_lock(&wl->mu);
 	r = cancel_locked(wl, reqid);
 	pthread_mutex_unlock(&wl->mu);
-	deliver(wl);
 	return r;
 }
 
@@ -1324,6 +1481,25 @@ wslock_lease_left(struct wslock *wl)
 	return r;
 }
 
+int
+wslock_conn_stats(struct wslock *wl, struct wslock_conn_stats *st)
+{
+	if (wl == NULL || st == NULL)
+		return -EINVAL;
+	memset(st, 0, sizeof *st);
+	pthread_mutex_lock(&wl->mu);
+	st->state = wl->cs != CS_READY ? WSLOCK_DOWN :
+	    wl->jeopardy ? WSLOCK_JEOPARDY : WSLOCK_UP;
+	st->connects = wl->n_connects;
+	st->attempts = wl->n_attempts;
+	st->attempts_down = wl->cs == CS_READY ? 0 : wl->n_attempts_down;
+	st->state_ms = now_ms() - wl->t_updown;
+	st->last_err = wl->stat_err;
+	memcpy(st->last_error, wl->stat_text, sizeof st->last_error);
+	pthread_mutex_unlock(&wl->mu);
+	return 0;
+}
+
 uint64_t
 wslock_session(struct wslock *wl)
 {
@@ -1356,14 +1532,17 @@ wait_locked(struct wslock *wl, struct bwait *bw, int (*until)(struct wslock *),
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		slice = deadline - now > 100 ? 100 : (int)(deadline - now);
-		if (!wl->processing) {
+		/*
+		 * Drive the handle only if nobody else does or wants to: a
+		 * thread waiting in wslock_process() goes first, or callbacks
+		 * would wait behind a stream of blocking callers. The 20 ms
+		 * tick bounds how long a driving pass keeps it waiting.
+		 */
+		if (!wl->processing && wl->want_process == 0) {
 			wl->processing = 1;
 			process_wait(wl, slice);
 			wl->processing = 0;
 			pthread_cond_broadcast(&wl->cond);
-			pthread_mutex_unlock(&wl->mu);
-			deliver(wl);
-			pthread_mutex_lock(&wl->mu);
 		} else {
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += slice * 1000000L;
@@ -1430,7 +1609,7 @@ wslock_lock_wait(struct wslock *wl, const struct wslock_range *rg, int mode,
 	uint64_t	id;
 	int		r;
 
-	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED))
+	if (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED | WSLOCK_QUIET))
 		return -EINVAL;
 	memset(&bw, 0, sizeof bw);
 	pthread_mutex_lock(&wl->mu);
@@ -1445,7 +1624,6 @@ wslock_lock_wait(struct wslock *wl, const struct wslock_range *rg, int mode,
 		*token = bw.token;
 out:
 	pthread_mutex_unlock(&wl->mu);
-	deliver(wl);
 	return r;
 }
 
@@ -1572,6 +1750,8 @@ wslock_close(struct wslock *wl)
 	wsl_buf_free(&wl->in);
 	wsl_buf_free(&wl->out);
 	close(wl->epfd);
+	close(wl->ipfd);
+	close(wl->evfd);
 	close(wl->tfd);
 	sodium_free(wl->key);
 	pthread_mutex_destroy(&wl->mu);

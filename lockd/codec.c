@@ -609,11 +609,15 @@ wsl_dec_lock(const struct wsl_frame *f, struct wsl_lockreq *q)
 			return -EBADMSG;
 		if ((x.flags & ~WSL_LOCK_FLAGS) != 0)
 			return -EBADMSG;
+		/* QUIET never queues; a test never disturbs anyone anyway. */
+		if ((x.flags & WSL_LOCK_QUIET) &&
+		    (x.flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST)))
+			return -EBADMSG;
 	} else if (f->type != WSL_UNLOCK)
 		return -EBADMSG;
 	if (f->type == WSL_RECLAIM) {
 		x.token = rd_u64(&r);
-		if (x.flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST))
+		if (x.flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST | WSL_LOCK_QUIET))
 			return -EBADMSG;
 	}
 	x.keylen = rd_u16(&r);

@@ -5,11 +5,14 @@ LOCKD_COMMON = lockd/proto.h lockd/lockd.h lockd/codec.c lockd/table.c \
 EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
 	tests/lockd/test_history.py tests/lockd/test_threads.py \
+	tests/lockd/test_quiet.py tests/lockd/test_async_test.py \
 	tests/metrics/test_lockd_metrics.py
 
 if HAVE_CMOCKA
-UNIT_TESTS += tests/unit/test_table tests/unit/test_proto
-check_PROGRAMS += tests/unit/test_table tests/unit/test_proto
+UNIT_TESTS += tests/unit/test_table tests/unit/test_proto \
+	tests/unit/test_client
+check_PROGRAMS += tests/unit/test_table tests/unit/test_proto \
+	tests/unit/test_client
 tests_unit_test_table_SOURCES = tests/unit/test_table.c lockd/table.c \
 	lockd/lockd.h lockd/proto.h
 tests_unit_test_table_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
@@ -18,6 +21,10 @@ tests_unit_test_proto_SOURCES = tests/unit/test_proto.c lockd/codec.c \
 	lockd/addr.c lockd/lockd.h lockd/proto.h
 tests_unit_test_proto_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_proto_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
+tests_unit_test_client_SOURCES = tests/unit/test_client.c
+tests_unit_test_client_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
+tests_unit_test_client_LDADD = lockd/libwslock.a $(CMOCKA_LIBS) \
+	$(SODIUM_LIBS) -lpthread
 endif
 
 if ENABLE_FUZZING

@@ -75,7 +75,8 @@ enum wsl_type {
 #define WSL_LOCK_WAIT		0x01	/* queue instead of failing */
 #define WSL_LOCK_CACHED		0x02	/* holder caches: revoke when wanted */
 #define WSL_LOCK_TEST		0x04	/* only report a conflict (F_GETLK) */
-#define WSL_LOCK_FLAGS		0x07
+#define WSL_LOCK_QUIET		0x08	/* only if free now; no queue, no revoke */
+#define WSL_LOCK_FLAGS		0x0f
 
 /* ERROR codes: wire values, not host errno numbers. */
 enum wsl_err {

@@ -632,7 +632,8 @@ table_sess_nwaiters(const struct table_sess *s)
  * (grant() follows), -EAGAIN on a conflict without WSL_LOCK_WAIT (with the
  * first conflicting holder in *conflict if not NULL), -EBUSY for a try-lock
  * during grace, -EDQUOT at a per-session limit, -ENOMEM. With
- * WSL_LOCK_TEST nothing changes: 0 means the lock could be had now.
+ * WSL_LOCK_TEST nothing changes: 0 means the lock could be had now. With
+ * WSL_LOCK_QUIET (and no WAIT) a conflict revokes no cached holder.
  */
 int
 table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
@@ -678,13 +679,14 @@ table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
 		r = 0;
 		goto out;
 	}
-	if (!(q->flags & WSL_LOCK_WAIT)) {
+	if (!(q->flags & WSL_LOCK_WAIT) || (q->flags & WSL_LOCK_QUIET)) {
 		if (t->grace && l == NULL)
 			r = -EBUSY;
 		else {
 			if (l != NULL && conflict != NULL)
 				entry_from_lock(conflict, l);
-			if (l != NULL)
+			/* A quiet try-lock leaves the holders alone. */
+			if (l != NULL && !(q->flags & WSL_LOCK_QUIET))
 				revoke_blockers(t, k, s, q->owner, q->start,
 				    q->end, q->mode);
 			r = -EAGAIN;

@@ -15,11 +15,13 @@
  *  - Asynchronous: poll wslock_fd() for POLLIN/EPOLLIN and call
  *    wslock_process() when it is readable. Requests are answered through
  *    the callbacks of struct wslock_callbacks, from inside
- *    wslock_process().
+ *    wslock_process() and nowhere else.
  *  - Blocking: wslock_connect_wait(), wslock_lock_wait(),
  *    wslock_unlock_wait(), wslock_test_wait(), wslock_list_wait(). They
  *    drive the handle themselves if no other thread is inside
- *    wslock_process(), and otherwise wait for that thread to do it.
+ *    wslock_process(), and otherwise wait for that thread to do it. They
+ *    never run callbacks: what they receive for others is queued for the
+ *    next wslock_process().
  *
  * Errors: every function returning int returns 0 (or a documented
  * non-negative value) on success and a negative errno on failure. The
@@ -28,11 +30,16 @@
  * Threading: every function may be called from any thread at any time,
  * except that wslock_close() must be the last call, made when no other
  * thread is inside the library. At most one thread runs wslock_process()
- * at a time (others calling it wait for it). Callbacks run in the thread
- * inside wslock_process() (or a blocking call driving the handle), with no
+ * at a time (others calling it wait for it). Callbacks run only in a
+ * thread inside wslock_process(), one at a time and in order, with no
  * library lock held: they may call the asynchronous functions
  * (wslock_lock, wslock_unlock, wslock_cancel, wslock_lease_left, ...) but
- * not the blocking *_wait functions nor wslock_close().
+ * not the blocking *_wait functions nor wslock_close(). No other function
+ * ever runs a callback, so a caller may hold its own mutex (one its
+ * callbacks take) around wslock_lock(), wslock_cancel() or
+ * wslock_unlock(): a request those finish at once (a cancel of a request
+ * not sent yet) is reported by the next wslock_process(), and
+ * wslock_fd() turns readable so that a poller calls it.
  *
  * Leases and clocks. The server ends a session whose client has been
  * silent for lease_ms (default 10 s), measured from when it *received* the
@@ -59,13 +66,18 @@
  * fcntl(2) locks: the same key with the lock owner of the open file (or
  * of the process) as owner and the byte range as given; F_SETLK is
  * wslock_lock() without WSLOCK_WAIT, F_SETLKW with it (an interrupted wait
- * is wslock_cancel()), F_GETLK is wslock_test_wait(), F_UNLCK is
- * wslock_unlock(). Every grant's token can fence writes on storage that
+ * is wslock_cancel()), F_GETLK is wslock_test() (answered through the
+ * tested callback, so no thread waits; wslock_test_wait() blocks), F_UNLCK
+ * is wslock_unlock(). Shared locks that only keep caches fresh (stat,
+ * lookup) can be asked for with WSLOCK_QUIET, which disturbs no holder. Every grant's token can fence writes on storage that
  * understands it. The lost callback and WSLOCK_JEOPARDY tell the node to
  * stop writing under locks it may no longer have.
  *
  * Reconnects. When the connection breaks the library reconnects by itself
- * (backoff 50 ms doubling to 2 s). If its lease is still valid it resumes
+ * (backoff 50 ms doubling to 2 s), for as long as the handle lives; an
+ * attempt that is not through its handshake within 3 s (a SYN or HELLO
+ * lost while a link was cut, a server that accepts and never answers)
+ * is dropped and counts as a failure, so reconnecting never stalls. If its lease is still valid it resumes
  * the session or, when the server restarted, reclaims its locks in the
  * server's grace period; a lock it cannot get back is reported lost
  * (-ESTALE). Requests not yet answered are sent again after the reclaim.
@@ -86,6 +98,13 @@
 /* Request flags. */
 #define WSLOCK_WAIT		0x01	/* queue until granted (else -EAGAIN) */
 #define WSLOCK_CACHED		0x02	/* ask me (revoke) when someone waits */
+/*
+ * Only if free right now: never queued, never makes the server ask a
+ * holder (revoke) for it; a conflict fails with -EAGAIN as without
+ * WSLOCK_WAIT, which it excludes. For locks taken only to cache (shared
+ * locks on stat and lookup) that must not disturb other nodes.
+ */
+#define WSLOCK_QUIET		0x08
 
 /* States reported through the state callback. */
 #define WSLOCK_DOWN		0	/* no connection; reconnecting */
@@ -103,7 +122,7 @@ struct wslock_range {
 	uint64_t	 end;		/* exclusive; WSLOCK_EOF: to the end */
 };
 
-/* A conflicting holder, as reported by wslock_test_wait(). */
+/* A conflicting holder, as reported by wslock_test(), wslock_test_wait(). */
 struct wslock_conflict {
 	uint64_t	session;
 	uint64_t	owner;
@@ -155,6 +174,14 @@ struct wslock_callbacks {
 		    uint64_t token, int reason, void *arg);
 	/* Connection/lease state changed: WSLOCK_DOWN, _UP, _JEOPARDY. */
 	void	(*state)(struct wslock *, int state, void *arg);
+	/*
+	 * A wslock_test() was answered. status: 0 the lock could be had
+	 * now, 1 it could not and c names the first conflicting holder (c
+	 * is NULL otherwise, and valid only during the call), -ECANCELED
+	 * cancelled, or another negative errno as for done.
+	 */
+	void	(*tested)(struct wslock *, uint64_t reqid, int status,
+		    const struct wslock_conflict *c, void *reqarg, void *arg);
 };
 
 struct wslock_params {
@@ -182,7 +209,11 @@ int	wslock_open(const struct wslock_params *, struct wslock **out);
  */
 void	wslock_close(struct wslock *);
 
-/* The descriptor to poll for input; owned by the handle, never closed. */
+/*
+ * The descriptor to poll for input (readable when wslock_process() has
+ * work, callbacks to deliver included); owned by the handle, closed by
+ * wslock_close().
+ */
 int	wslock_fd(const struct wslock *);
 
 /* Do everything pending without blocking. 0, or -ENOMEM. */
@@ -192,10 +223,23 @@ int	wslock_process(struct wslock *);
  * Ask for a lock. On success returns 0, sets *reqid (if not NULL) and the
  * done callback follows exactly once, with reqarg, unless the handle is
  * closed first. Requests made while disconnected are sent after the
- * reconnect. -EINVAL for a bad range, key or mode; -ENOMEM.
+ * reconnect. -EINVAL for a bad range, key, mode or flags (WSLOCK_QUIET
+ * with WSLOCK_WAIT); -ENOMEM.
  */
 int	wslock_lock(struct wslock *, const struct wslock_range *, int mode,
 	    int flags, void *reqarg, uint64_t *reqid);
+
+/*
+ * Ask whether mode on the range could be granted now, without taking
+ * anything (F_GETLK). On success returns 0, sets *reqid (if not NULL)
+ * and the tested callback follows exactly once, with reqarg, unless the
+ * handle is closed first; asked while disconnected, the question is sent
+ * after the reconnect. wslock_cancel(reqid) withdraws it: tested then
+ * reports -ECANCELED. -EINVAL for a bad range, key or mode or when the
+ * handle has no tested callback; -ENOMEM.
+ */
+int	wslock_test(struct wslock *, const struct wslock_range *, int mode,
+	    void *reqarg, uint64_t *reqid);
 
 /*
  * Release [start, end) of the owner's locks on key (nothing held is not
@@ -205,9 +249,11 @@ int	wslock_lock(struct wslock *, const struct wslock_range *, int mode,
 int	wslock_unlock(struct wslock *, const struct wslock_range *);
 
 /*
- * Withdraw a waiting request. 0: done will report -ECANCELED, or 0 if
- * the grant crossed the cancel (the lock is then held and must be
- * unlocked). -ENOENT: no such unfinished request.
+ * Withdraw a waiting request or an unanswered test. 0: done will report
+ * -ECANCELED, or 0 if the grant crossed the cancel (the lock is then
+ * held and must be unlocked); tested reports -ECANCELED. Either way from
+ * a later wslock_process(), never from inside this call. -ENOENT: no
+ * such unfinished request.
  */
 int	wslock_cancel(struct wslock *, uint64_t reqid);
 
@@ -224,6 +270,30 @@ int64_t	wslock_lease_left(struct wslock *);
 
 /* This handle's session id on the server (0 before the first WELCOME). */
 uint64_t wslock_session(struct wslock *);
+
+#define WSLOCK_ERR_TEXT		64
+
+/* The connection's history, for status displays (wsctl status). */
+struct wslock_conn_stats {
+	int		state;		/* WSLOCK_DOWN, _UP or _JEOPARDY now */
+	uint64_t	connects;	/* sessions set up or resumed so far */
+	uint64_t	attempts;	/* connection attempts started so far */
+	uint64_t	attempts_down;	/* of those, since it went down; 0 up */
+	uint64_t	state_ms;	/* since it last came up or went down */
+	int		last_err;	/* -errno of the last failure, 0: none */
+	char		last_error[WSLOCK_ERR_TEXT]; /* that failure in
+					   words, NUL-terminated; "" if none */
+};
+
+/*
+ * Fill *st (the caller's; the text is copied into it, nothing to free)
+ * with the handle's connection statistics. The last failure stays until
+ * a newer one replaces it, also once the connection is back up: e.g.
+ * "handshake: no answer in time" for an attempt dropped after 3 s
+ * without an answer, "connect: Connection refused". 0, or -EINVAL for a
+ * NULL argument; *st is untouched on failure.
+ */
+int	wslock_conn_stats(struct wslock *, struct wslock_conn_stats *st);
 
 /*
  * Blocking layer. timeout_ms < 0 waits forever. -ETIMEDOUT when the time
@@ -244,7 +314,8 @@ int	wslock_unlock_wait(struct wslock *, const struct wslock_range *,
 	    int timeout_ms);
 /*
  * Would mode on range be granted now? 0 yes; 1 no, with the first
- * conflicting holder in *c (if not NULL). Takes nothing.
+ * conflicting holder in *c (if not NULL). Takes nothing. The blocking
+ * form of wslock_test(), which needs no callback.
  */
 int	wslock_test_wait(struct wslock *, const struct wslock_range *,
 	    int mode, int timeout_ms, struct wslock_conflict *c);

@@ -44,7 +44,7 @@ on_lost(struct wslock *wl, const struct wslock_range *r, int mode,
 	lock_lost = reason ? reason : -ENOLCK;
 }
 
-static const struct wslock_callbacks lock_cb = { NULL, NULL, on_lost, NULL };
+static const struct wslock_callbacks lock_cb = { .lost = on_lost };
 
 /* Connect to wslockd with a message for the user on failure. */
 int

@@ -4,16 +4,18 @@
  * stdout, each prefixed with the CLOCK_MONOTONIC time in seconds, so a
  * Python test can drive many of them and check the history they record.
  *
- *   lock ID KEY OWNER START END s|x FLAGS   FLAGS: any of w c, or -
+ *   lock ID KEY OWNER START END s|x FLAGS   FLAGS: any of w c q, or -
  *   unlock KEY OWNER START END
  *   cancel REQID          (REQID from "T sent ID REQID")
  *   held KEY OWNER START END s|x
- *   test KEY OWNER START END s|x
+ *   test KEY OWNER START END s|x          (blocking: wslock_test_wait)
+ *   atest ID KEY OWNER START END s|x      (wslock_test, answer by callback)
  *   lease | session | quit
  *
  * Output: "T ready", "T done ID STATUS TOKEN", "T revoke KEY OWNER START
  * END TOKEN", "T lost KEY OWNER START END TOKEN REASON", "T state N",
  * "T unlocked", "T cancel ID RC", "T held 0|1 TOKEN", "T test RC ...",
+ * "T tested ID STATUS [SESSION OWNER START END MODE]",
  * "T lease MS", "T session ID". END "-" means the whole object.
  */
 #include "config.h"
@@ -87,6 +89,19 @@ on_state(struct wslock *wl, int state, void *arg)
 	out("state %d", state);
 }
 
+static void
+on_tested(struct wslock *wl, uint64_t reqid, int status,
+    const struct wslock_conflict *c, void *reqarg, void *arg)
+{
+	if (c != NULL)
+		out("tested %s %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+		    " %d", (char *)reqarg, status, c->session, c->owner,
+		    c->start, c->end, c->mode);
+	else
+		out("tested %s %d", (char *)reqarg, status);
+	free(reqarg);
+}
+
 static int
 parse_range(char **tok, struct wslock_range *r)
 {
@@ -123,7 +138,8 @@ command(struct wslock *wl, char *line)
 		parse_range(tok + 2, &r);
 		mode = tok[6][0] == 's' ? WSLOCK_SHARED : WSLOCK_EXCLUSIVE;
 		flags = (strchr(tok[7], 'w') ? WSLOCK_WAIT : 0) |
-		    (strchr(tok[7], 'c') ? WSLOCK_CACHED : 0);
+		    (strchr(tok[7], 'c') ? WSLOCK_CACHED : 0) |
+		    (strchr(tok[7], 'q') ? WSLOCK_QUIET : 0);
 		if ((rc = wslock_lock(wl, &r, mode, flags, strdup(tok[1]),
 		    &token)) < 0)
 			out("done %s %d 0", tok[1], rc);
@@ -152,6 +168,14 @@ command(struct wslock *wl, char *line)
 			    c.mode);
 		else
 			out("test %d", rc);
+	} else if (strcmp(tok[0], "atest") == 0 && n == 7) {
+		parse_range(tok + 2, &r);
+		mode = tok[6][0] == 's' ? WSLOCK_SHARED : WSLOCK_EXCLUSIVE;
+		if ((rc = wslock_test(wl, &r, mode, strdup(tok[1]),
+		    &token)) < 0)
+			out("tested %s %d", tok[1], rc);
+		else
+			out("sent %s %" PRIu64, tok[1], token);
 	} else if (strcmp(tok[0], "lease") == 0) {
 		out("lease %" PRId64, wslock_lease_left(wl));
 	} else if (strcmp(tok[0], "session") == 0) {
@@ -171,7 +195,11 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	static const struct wslock_callbacks cb = {
-		on_done, on_revoke, on_lost, on_state,
+		.done = on_done,
+		.revoke = on_revoke,
+		.lost = on_lost,
+		.state = on_state,
+		.tested = on_tested,
 	};
 	struct wslock_params	 p = { NULL, NULL, "lockclient", &cb, NULL };
 	struct wslock		*wl;

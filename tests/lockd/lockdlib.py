@@ -8,6 +8,7 @@ import os
 import queue
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -19,6 +20,46 @@ WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
 LOCKCLIENT = os.path.join(BUILDDIR, "tests", "lockd", "lockclient")
 
 EAGAIN, EBUSY, ECANCELED, ETIMEDOUT, ENOLCK, ESTALE = 11, 16, 125, 110, 37, 116
+
+
+# Raw frames, for tests that speak the protocol by hand (PROTOCOL.md).
+HDR = struct.Struct(">IHHQ")
+
+
+def frame(type_, body=b"", rid=0, version=1, length=None):
+    n = HDR.size + len(body) if length is None else length
+    return HDR.pack(n, version, type_, rid) + body
+
+
+def hello(flags=0, client_id=1, name=b"raw"):
+    return frame(0x0101, struct.pack(">IQI", flags, client_id, 0) +
+                 b"N" * 32 + struct.pack(">H", len(name)) + name)
+
+
+def read_frames(s, timeout=5):
+    """Read until EOF; return the list of (type, id, body) received."""
+    s.settimeout(timeout)
+    data = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not chunk:
+            break
+        data += chunk
+    out = []
+    while len(data) >= HDR.size:
+        n, v, t, rid = HDR.unpack_from(data)
+        out.append((t, rid, data[HDR.size:n]))
+        data = data[n:]
+    return out
+
+
+def unix_conn(server):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(server.sock)
+    return s
 
 
 def free_port():
@@ -137,6 +178,7 @@ class Client:
         self.replies = queue.Queue()
         self.cv = threading.Condition()
         self.done = {}
+        self.tests = {}
         self.lost = []
         self.revokes = []
         self.states = []
@@ -163,6 +205,8 @@ class Client:
                 self.lines.append(line.rstrip())
                 if kind == "done":
                     self.done[rest[0]] = (t, int(rest[1]), int(rest[2]))
+                elif kind == "tested":
+                    self.tests[rest[0]] = (t, [int(x) for x in rest[1:]])
                 elif kind == "lost":
                     self.lost.append((t, rest))
                 elif kind == "revoke":
@@ -236,6 +280,19 @@ class Client:
         t, kind, rest = self.reply()
         assert kind == "test"
         return [int(x) for x in rest]
+
+    def atest(self, tag, key, mode="x", owner=1, start=0, end="-"):
+        """Send an asynchronous test; returns its request id."""
+        self.send(f"atest {tag} {key} {owner} {start} {end} {mode}")
+        t, kind, rest = self.reply()
+        assert kind == "sent", (kind, rest)
+        return int(rest[1])
+
+    def tested(self, tag, timeout=10):
+        """The answer to an asynchronous test: [status, conflict...]."""
+        self.wait(lambda: tag in self.tests, timeout)
+        r = self.tests.get(tag)
+        return None if r is None else r[1]
 
     def cancel(self, reqid):
         self.send(f"cancel {reqid}")

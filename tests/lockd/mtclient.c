@@ -68,7 +68,7 @@ on_done(struct wslock *h, uint64_t reqid, int status, uint64_t token,
 	atomic_store(&async_busy, 0);
 }
 
-static const struct wslock_callbacks cb = { on_done, NULL, NULL, NULL };
+static const struct wslock_callbacks cb = { .done = on_done };
 
 static void *
 loop(void *arg)

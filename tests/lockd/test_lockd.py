@@ -12,47 +12,9 @@ import time
 
 import pytest
 
-from lockdlib import (EAGAIN, EBUSY, ECANCELED, ETIMEDOUT, WSCTL, WSLOCKD,
-                      Client, poll_until, write_key)
-
-HDR = struct.Struct(">IHHQ")
-
-
-def frame(type_, body=b"", rid=0, version=1, length=None):
-    n = HDR.size + len(body) if length is None else length
-    return HDR.pack(n, version, type_, rid) + body
-
-
-def hello(flags=0, client_id=1, name=b"raw"):
-    return frame(0x0101, struct.pack(">IQI", flags, client_id, 0) +
-                 b"N" * 32 + struct.pack(">H", len(name)) + name)
-
-
-def read_frames(s, timeout=5):
-    """Read until EOF; return the list of (type, id, body) received."""
-    s.settimeout(timeout)
-    data = b""
-    while True:
-        try:
-            chunk = s.recv(65536)
-        except (ConnectionResetError, socket.timeout):
-            break
-        if not chunk:
-            break
-        data += chunk
-    out = []
-    while len(data) >= HDR.size:
-        n, v, t, rid = HDR.unpack_from(data)
-        out.append((t, rid, data[HDR.size:n]))
-        data = data[n:]
-    return out
-
-
-def unix_conn(server):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(server.sock)
-    return s
-
+from lockdlib import (EAGAIN, EBUSY, ECANCELED, ETIMEDOUT, HDR, WSCTL,
+                      WSLOCKD, Client, frame, hello, poll_until, read_frames,
+                      unix_conn, write_key)
 
 def test_command_line(tmp_path):
     r = subprocess.run([WSLOCKD, "--help"], capture_output=True, text=True)

@@ -259,8 +259,14 @@ t_lock_bad_fields(void **state)
 	body[24] = 0;
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
 	body[24] = WSL_SHARED;
-	body[25] = 0x08;			/* unknown flag */
+	body[25] = 0x10;			/* unknown flag */
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
+	body[25] = WSL_LOCK_QUIET | WSL_LOCK_WAIT;	/* quiet never waits */
+	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
+	body[25] = WSL_LOCK_QUIET | WSL_LOCK_TEST;
+	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
+	body[25] = WSL_LOCK_QUIET | WSL_LOCK_CACHED;
+	assert_int_equal(wsl_dec_lock(&f, &d), 0);
 	body[25] = 0;
 	body[23] = 0;				/* end 0 <= start 0 */
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
