@@ -91,6 +91,14 @@ cluster_degraded(void)
 	    __atomic_load_n(&cl.state, __ATOMIC_ACQUIRE) != WSLOCK_UP;
 }
 
+int
+cluster_conn_stats(struct wslock_conn_stats *st)
+{
+	if (!cl.enabled)
+		return -ENOENT;
+	return wslock_conn_stats(cl.wl, st);
+}
+
 struct wslock *
 cluster_handle(void)
 {
@@ -224,8 +232,16 @@ cluster_state(struct wslock *wl, int state, void *arg)
 	glock_state_changed();
 }
 
+static void
+cluster_tested(struct wslock *wl, uint64_t reqid, int status,
+    const struct wslock_conflict *c, void *reqarg, void *arg)
+{
+	plock_tested(reqarg, status, c);
+}
+
 static const struct wslock_callbacks cluster_cbs = {
 	.done = cluster_done,
+	.tested = cluster_tested,
 	.revoke = cluster_revoke,
 	.lost = cluster_lost,
 	.state = cluster_state,
@@ -252,6 +268,7 @@ cluster_lock_loop(void *arg)
 		if (wslock_process(cl.wl) < 0)
 			log_warn("lock client: out of memory");
 		timeout = glock_tick();
+		plock_tick();
 	}
 	return NULL;
 }

@@ -22,6 +22,7 @@
 
 #include "json.h"
 #include "metrics.h"
+#include "wslock.h"
 #include "wsfs.h"
 
 #define CONTROL_MAX_FDS	8
@@ -98,6 +99,7 @@ static void
 control_status(FILE *f, int json)
 {
 	struct op_row		 row = { f, json, 0 };
+	struct wslock_conn_stats cs;
 	unsigned long		 inodes, fds, gcount, gidle;
 	unsigned long long	 removed = 0;
 	time_t			 last = 0;
@@ -134,6 +136,18 @@ control_status(FILE *f, int json)
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
 		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS));
+		if (cluster_conn_stats(&cs) == 0) {
+			fprintf(f, "  \"lock_link\": {\"connects\": %llu, "
+			    "\"attempts\": %llu, \"attempts_since_down\": %llu, "
+			    "\"state_ms\": %llu, \"last_errno\": %d, "
+			    "\"last_error\": ",
+			    (unsigned long long)cs.connects,
+			    (unsigned long long)cs.attempts,
+			    (unsigned long long)cs.attempts_down,
+			    (unsigned long long)cs.state_ms, -cs.last_err);
+			json_put_str(f, cs.last_error);
+			fputs("},\n", f);
+		}
 		fprintf(f, "  \"confinement_refusals\": %llu,\n",
 		    stats_counter(SC_CONFINE_REFUSED));
 		if (scratch)
@@ -164,7 +178,16 @@ control_status(FILE *f, int json)
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
 		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS));
-	else
+	if (wsfs.conf.lockd != NULL && cluster_conn_stats(&cs) == 0)
+		fprintf(f, "lock link:   %s for %llu ms; %llu sessions, %llu "
+		    "connects tried (%llu since down); last error: %s\n",
+		    cs.state == WSLOCK_UP ? "up" : "down or in jeopardy",
+		    (unsigned long long)cs.state_ms,
+		    (unsigned long long)cs.connects,
+		    (unsigned long long)cs.attempts,
+		    (unsigned long long)cs.attempts_down,
+		    cs.last_error[0] ? cs.last_error : "none");
+	if (wsfs.conf.lockd == NULL)
 		fprintf(f, "locks:       embedded (one node: the kernel's own "
 		    "flock/fcntl locks)\n");
 	fprintf(f, "refused:     %llu confinement refusals\n",

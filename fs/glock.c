@@ -61,9 +61,6 @@
 #define GLOCK_OWNER		1
 /* Kernel timeouts stop this much before the lease could end. */
 #define GLOCK_LEASE_MARGIN_MS	200
-#ifndef WSLOCK_QUIET
-#define WSLOCK_QUIET		0	/* until the server knows it */
-#endif
 /* The kernel's notification code, absent from libfuse 3.14's headers. */
 #define GLOCK_NOTIFY_INC_EPOCH	8
 

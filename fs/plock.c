@@ -35,7 +35,44 @@ struct plock_wait {
 	int			 refs;		/* guarded by lock */
 	int			 sent;		/* reqid valid; guarded by lock */
 	int			 interrupted;	/* guarded by lock */
+	/* A request that must not wait (F_SETLK, LOCK_NB): plk.lock. */
+	uint64_t		 deadline;
+	int			 expired;
+	int			 listed;
+	TAILQ_ENTRY(plock_wait)	 entry;
 };
+
+struct plock_test;
+
+/*
+ * Requests waiting for the server that must be answered within
+ * lock_timeout even when it is away: F_GETLK, and F_SETLK or LOCK_NB
+ * (which never queue at the server, but wait for a reconnect here). The
+ * lock thread cancels them at their deadline and they answer EIO.
+ */
+static struct {
+	pthread_mutex_t			 lock;
+	TAILQ_HEAD(, plock_test)	 tests;		/* oldest first */
+	TAILQ_HEAD(, plock_wait)	 nowait;	/* oldest first */
+} plk = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.tests = TAILQ_HEAD_INITIALIZER(plk.tests),
+	.nowait = TAILQ_HEAD_INITIALIZER(plk.nowait),
+};
+
+/* The lock service has been away for longer than lock_timeout. */
+static int
+plock_service_gone(void)
+{
+	return cluster_degraded() && cluster_degraded_ms() >=
+	    (uint64_t)(wsfs.conf.lock_timeout * 1000);
+}
+
+static uint64_t
+plock_deadline(void)
+{
+	return cluster_now_ms() + (uint64_t)(wsfs.conf.lock_timeout * 1000);
+}
 
 static void
 plock_range(char kind, struct inode *in, uint64_t owner, uint64_t start,
@@ -127,9 +164,16 @@ static void
 plock_done(struct cluster_waiter *w, int status, uint64_t token)
 {
 	struct plock_wait	*pw = (struct plock_wait *)w;
-
 	int			 r;
 
+	pthread_mutex_lock(&plk.lock);
+	if (pw->listed) {
+		TAILQ_REMOVE(&plk.nowait, pw, entry);
+		pw->listed = 0;
+	}
+	if (pw->expired && status == -ECANCELED)
+		status = -EIO;
+	pthread_mutex_unlock(&plk.lock);
 	if (status == 0 && pw->locking && pw->in != NULL) {
 		glock_set_init(&pw->locks);
 		glock_set_add(&pw->locks, pw->in->ino, pw->in, 0);
@@ -164,6 +208,13 @@ plock_lock(fuse_req_t req, struct inode *in, struct wslock_range *r, int mode,
 	struct plock_wait	*pw;
 	int			 ret;
 
+	if (!sleep && plock_service_gone()) {
+		log_limited(LOG_ERR, "plock-timeout", "node %s: lock service %s "
+		    "away for longer than lock_timeout: EIO", wsfs.conf.node,
+		    wsfs.conf.lockd);
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	if ((pw = calloc(1, sizeof *pw)) == NULL) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -177,12 +228,24 @@ plock_lock(fuse_req_t req, struct inode *in, struct wslock_range *r, int mode,
 	if (sleep)
 		fuse_req_interrupt_func(req, plock_interrupt, pw);
 	pthread_mutex_lock(&pw->lock);
+	if (!sleep) {
+		pw->deadline = plock_deadline();
+		pthread_mutex_lock(&plk.lock);
+		TAILQ_INSERT_TAIL(&plk.nowait, pw, entry);
+		pw->listed = 1;
+		pthread_mutex_unlock(&plk.lock);
+	}
 	ret = wslock_lock(cluster_handle(), r, mode, sleep ? WSLOCK_WAIT : 0,
 	    pw, &pw->reqid);
 	if (ret == 0) {
 		pw->sent = 1;
 		if (pw->interrupted)
 			(void)wslock_cancel(cluster_handle(), pw->reqid);
+	} else if (!sleep) {
+		pthread_mutex_lock(&plk.lock);
+		TAILQ_REMOVE(&plk.nowait, pw, entry);
+		pw->listed = 0;
+		pthread_mutex_unlock(&plk.lock);
 	}
 	pthread_mutex_unlock(&pw->lock);
 	if (ret < 0) {
@@ -219,36 +282,126 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	    WSLOCK_EXCLUSIVE, sleep);
 }
 
+/*
+ * An F_GETLK on its way to the server. Answered from the tested callback;
+ * one the server does not answer within lock_timeout (the service is
+ * away) is cancelled by the lock thread and answered EIO.
+ */
+struct plock_test {
+	fuse_req_t		 req;
+	struct flock		 lk;
+	uint64_t		 reqid;
+	uint64_t		 deadline;
+	int			 expired;	/* plk.lock */
+	TAILQ_ENTRY(plock_test)	 entry;		/* plk.lock */
+};
+
 void
 plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
     struct flock *lk)
 {
-	struct wslock_conflict	c;
-	struct wslock_range	r;
-	char			key[64];
-	uint64_t		start, end;
-	int			ret;
+	struct wslock_range	 r;
+	struct plock_test	*t;
+	char			 key[64];
+	uint64_t		 start, end;
+	int			 ret;
 
+	if (plock_service_gone()) {
+		log_limited(LOG_ERR, "getlk-timeout", "node %s: F_GETLK with "
+		    "the lock service %s away for longer than lock_timeout: "
+		    "EIO", wsfs.conf.node, wsfs.conf.lockd);
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if ((t = calloc(1, sizeof *t)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	t->req = req;
+	t->lk = *lk;
+	t->deadline = plock_deadline();
 	start = lk->l_start < 0 ? 0 : (uint64_t)lk->l_start;
 	end = lk->l_len <= 0 ? WSLOCK_EOF : start + (uint64_t)lk->l_len;
 	plock_range('p', in, fi->lock_owner, start, end, key, sizeof key, &r);
-	ret = wslock_test_wait(cluster_handle(), &r, lk->l_type == F_RDLCK ?
-	    WSLOCK_SHARED : WSLOCK_EXCLUSIVE,
-	    (int)(wsfs.conf.lock_timeout * 1000), &c);
+	/* Listed first: the answer may come before wslock_test returns. */
+	pthread_mutex_lock(&plk.lock);
+	TAILQ_INSERT_TAIL(&plk.tests, t, entry);
+	ret = wslock_test(cluster_handle(), &r, lk->l_type == F_RDLCK ?
+	    WSLOCK_SHARED : WSLOCK_EXCLUSIVE, t, &t->reqid);
+	if (ret < 0)
+		TAILQ_REMOVE(&plk.tests, t, entry);
+	pthread_mutex_unlock(&plk.lock);
 	if (ret < 0) {
-		fuse_reply_err(req, ret == -ETIMEDOUT ? EIO : -ret);
+		free(t);
+		fuse_reply_err(req, -ret);
 		return;
 	}
-	if (ret == 0)
-		lk->l_type = F_UNLCK;
+	cluster_wake();
+}
+
+/* Lock thread: the server answered an F_GETLK (or it was cancelled). */
+void
+plock_tested(void *reqarg, int status, const struct wslock_conflict *c)
+{
+	struct plock_test	*t = reqarg;
+	struct flock		*lk = &t->lk;
+	int			 expired;
+
+	pthread_mutex_lock(&plk.lock);
+	TAILQ_REMOVE(&plk.tests, t, entry);
+	expired = t->expired;
+	pthread_mutex_unlock(&plk.lock);
+	if (status < 0)
+		fuse_reply_err(t->req, expired ? EIO : plock_errno(status));
 	else {
-		lk->l_type = c.mode == WSLOCK_SHARED ? F_RDLCK : F_WRLCK;
-		lk->l_start = (off_t)c.start;
-		lk->l_len = c.end == WSLOCK_EOF ? 0 : (off_t)(c.end - c.start);
-		/* The holder may be on another node: no pid to give. */
-		lk->l_pid = 0;
+		if (status == 0)
+			lk->l_type = F_UNLCK;
+		else {
+			lk->l_type = c->mode == WSLOCK_SHARED ? F_RDLCK :
+			    F_WRLCK;
+			lk->l_start = (off_t)c->start;
+			lk->l_len = c->end == WSLOCK_EOF ? 0 :
+			    (off_t)(c->end - c->start);
+			/* The holder may be on another node: no pid to give. */
+			lk->l_pid = 0;
+		}
+		fuse_reply_lock(t->req, lk);
 	}
-	fuse_reply_lock(req, lk);
+	free(t);
+}
+
+/* Lock thread: cancel what must not wait that the server left too long. */
+void
+plock_tick(void)
+{
+	struct plock_test	*t;
+	struct plock_wait	*pw;
+	uint64_t		 now = cluster_now_ms();
+
+	pthread_mutex_lock(&plk.lock);
+	TAILQ_FOREACH(pw, &plk.nowait, entry) {
+		if (pw->deadline > now)
+			break;
+		if (!pw->expired) {
+			pw->expired = 1;
+			log_limited(LOG_ERR, "plock-timeout", "node %s: no answer "
+			    "to a lock request from %s within lock_timeout: EIO",
+			    wsfs.conf.node, wsfs.conf.lockd);
+			(void)wslock_cancel(cluster_handle(), pw->reqid);
+		}
+	}
+	TAILQ_FOREACH(t, &plk.tests, entry) {
+		if (t->deadline > now)
+			break;
+		if (!t->expired) {
+			t->expired = 1;
+			log_limited(LOG_ERR, "getlk-timeout", "node %s: no answer "
+			    "to F_GETLK from %s within lock_timeout: EIO",
+			    wsfs.conf.node, wsfs.conf.lockd);
+			(void)wslock_cancel(cluster_handle(), t->reqid);
+		}
+	}
+	pthread_mutex_unlock(&plk.lock);
 }
 
 void

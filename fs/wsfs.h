@@ -124,6 +124,9 @@ int		 cluster_degraded(void);
 const char	*cluster_state_name(void);
 long long	 cluster_lease_left_ms(void);
 struct wslock	*cluster_handle(void);
+/* The lock link: connects, attempts, last error (wslock_conn_stats). */
+struct wslock_conn_stats;
+int		 cluster_conn_stats(struct wslock_conn_stats *st);
 uint64_t	 cluster_now_ms(void);
 size_t		 cluster_key(char kind, ino_t ino, char *buf, size_t len);
 void		 cluster_defer(void (*fn)(void *), void *arg);
@@ -236,6 +239,11 @@ void		 plock_flock(fuse_req_t req, struct inode *in,
 		     struct fuse_file_info *fi, int op);
 void		 plock_release_owner(struct inode *in, uint64_t owner,
 		     int flock);
+/* From the lock thread: an F_GETLK answered; the timer of waiting ones. */
+struct wslock_conflict;
+void		 plock_tested(void *reqarg, int status,
+		     const struct wslock_conflict *c);
+void		 plock_tick(void);
 
 /* inode.c */
 void		 inode_table_init(int source_fd, int max_fds);

@@ -3,7 +3,8 @@ bounds every wait (issue 12).
 
 A node cut from the lock service cannot renew its lease: half a lease
 later no lock counts as held, and every change must wait for the service.
-With two FUSE workers only, 26 such changes of 13 kinds are started; a
+With two FUSE workers only, 30 such requests of 15 kinds (13 changes,
+F_GETLK and F_SETLK) are started; a
 read and a stat that need no lock must still be answered at once (on a
 daemon that waited in its workers they queued behind the changes until
 lock_timeout). Every change then fails with EIO within lock_timeout and a
@@ -11,9 +12,11 @@ margin, a change made once the service has been away longer than
 lock_timeout fails at once, and after the link heals the node is up again
 and changes work."""
 import errno
+import fcntl
 import json
 import mmap
 import os
+import struct
 import threading
 import time
 
@@ -66,7 +69,8 @@ def stacks(tids):
 
 
 KINDS = ("write", "truncate", "chmod", "utime", "setxattr", "create",
-         "mkdir", "mkfifo", "symlink", "unlink", "rmdir", "rename", "link")
+         "mkdir", "mkfifo", "symlink", "unlink", "rmdir", "rename", "link",
+         "getlk", "setlk")
 
 
 def prepare(d, name):
@@ -81,10 +85,19 @@ def prepare(d, name):
     return k
 
 
+def getlk(fd):
+    fl = struct.pack("=hh4xqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)
+    fcntl.fcntl(fd, fcntl.F_GETLK, fl)
+
+
 def change(k, kind):
     f = os.path.join(k, "f")
     j = lambda n: os.path.join(k, n)  # noqa: E731
+    # Lock requests go through an fd opened now, before the cut.
+    fd = os.open(f, os.O_RDWR) if kind in ("getlk", "setlk") else -1
     return {
+        "getlk": lambda: getlk(fd),
+        "setlk": lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB),
         "write": lambda: os.write(os.open(f, os.O_WRONLY), b"x"),
         "truncate": lambda: os.truncate(f, 1),
         "chmod": lambda: os.chmod(f, 0o640),
@@ -115,89 +128,90 @@ def test_changes_wait_off_the_workers(cluster_factory):
     with open(os.path.join(d, "readme"), "wb") as f:
         f.write(b"r" * 4096)
     # Direct I/O: every read is a request to the daemon, never the cache.
+    # Left open if the test fails: closing it would wait for a daemon
+    # that may be stuck; the cluster's teardown ends that daemon.
     rfd = os.open(os.path.join(d, "readme"), os.O_RDONLY | os.O_DIRECT)
-    try:
-        c.cut(1)
-        wait_state(c, 1, ("in jeopardy", "down"), 3 * LEASE_MS / 1000)
+    c.cut(1)
+    wait_state(c, 1, ("in jeopardy", "down"), 3 * LEASE_MS / 1000)
 
-        results, tids = {}, []
-        lock = threading.Lock()
+    results, tids = {}, []
+    lock = threading.Lock()
 
-        def run(name, fn):
-            with lock:
-                tids.append(threading.get_native_id())
-            t0 = time.monotonic()
-            try:
-                fn()
-                r = "ok"
-            except OSError as e:
-                r = errno.errorcode.get(e.errno, str(e.errno))
-            with lock:
-                results[name] = (r, time.monotonic() - t0)
-
-        threads = [threading.Thread(target=run, args=w) for w in work]
-        for t in threads:
-            t.start()
-        # Wait until every change is blocked in the kernel, more of them
-        # waiting for the daemon than it has workers.
-        deadline = time.monotonic() + LOCK_TIMEOUT
-        while not results and time.monotonic() < deadline:
-            if len(tids) == len(work) and waiting(tids) > 2:
-                break
-            time.sleep(0.02)
-        assert not results, f"a change was answered early: {results}; " \
-            f"{waiting(tids)} of {len(tids)} waiting: {stacks(tids)}"
-
-        times = {}
-
-        def answered():
-            # A read of an open file and a lookup: both need the daemon.
-            t0 = time.monotonic()
-            m = mmap.mmap(-1, 4096)
-            os.preadv(rfd, [m], 0)
-            times["read"] = time.monotonic() - t0
-            t0 = time.monotonic()
-            try:
-                os.stat(os.path.join(d, "never-looked-up"))
-            except FileNotFoundError:
-                pass
-            times["stat"] = time.monotonic() - t0
-
-        probe = threading.Thread(target=answered, daemon=True)
-        probe.start()
-        probe.join(3 * LOCK_TIMEOUT)
-        assert not probe.is_alive(), \
-            f"read and stat not answered in {3 * LOCK_TIMEOUT}s: {times}"
-        pending = len(work) - len(results)
-        # Timing is what is tested: the changes wait up to lock_timeout
-        # (6 s); a free worker answers in milliseconds. 2 s of margin.
-        assert times["read"] < 2 and times["stat"] < 2, \
-            f"{times} behind {pending} waiting changes"
-        assert pending > 0
-
-        for t in threads:
-            t.join(LOCK_TIMEOUT + 30)
-        assert len(results) == len(work)
-        bad = {k: v for k, v in results.items()
-               if v[0] != "EIO" or v[1] > LOCK_TIMEOUT + 5}
-        assert not bad, f"expected EIO within {LOCK_TIMEOUT + 5}s: {bad}"
-
-        # The service has been away for longer than lock_timeout: the next
-        # change fails at once instead of waiting lock_timeout again.
+    def run(name, fn):
+        with lock:
+            tids.append(threading.get_native_id())
         t0 = time.monotonic()
         try:
-            os.chmod(os.path.join(d, "chmod0", "f"), 0o600)
+            fn()
             r = "ok"
         except OSError as e:
-            r = errno.errorcode.get(e.errno)
-        assert r == "EIO" and time.monotonic() - t0 < LOCK_TIMEOUT / 2, \
-            (r, time.monotonic() - t0)
-        log = c.logs()
-        assert "failing with EIO" in log
+            r = errno.errorcode.get(e.errno, str(e.errno))
+        with lock:
+            results[name] = (r, time.monotonic() - t0)
 
-        c.heal(1)
-        wait_state(c, 1, ("up",), 30)
+    threads = [threading.Thread(target=run, args=w, daemon=True)
+               for w in work]
+    for t in threads:
+        t.start()
+    # Wait until every change is blocked in the kernel, more of them
+    # waiting for the daemon than it has workers.
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    while not results and time.monotonic() < deadline:
+        if len(tids) == len(work) and waiting(tids) > 2:
+            break
+        time.sleep(0.02)
+    assert not results, f"a change was answered early: {results}; " \
+        f"{waiting(tids)} of {len(tids)} waiting: {stacks(tids)}"
+
+    times = {}
+
+    def answered():
+        # A read of an open file and a lookup: both need the daemon.
+        t0 = time.monotonic()
+        m = mmap.mmap(-1, 4096)
+        os.preadv(rfd, [m], 0)
+        times["read"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        try:
+            os.stat(os.path.join(d, "never-looked-up"))
+        except FileNotFoundError:
+            pass
+        times["stat"] = time.monotonic() - t0
+
+    probe = threading.Thread(target=answered, daemon=True)
+    probe.start()
+    probe.join(3 * LOCK_TIMEOUT)
+    assert not probe.is_alive(), \
+        f"read and stat not answered in {3 * LOCK_TIMEOUT}s: {times}"
+    pending = len(work) - len(results)
+    # Timing is what is tested: the changes wait up to lock_timeout
+    # (6 s); a free worker answers in milliseconds. 2 s of margin.
+    assert times["read"] < 2 and times["stat"] < 2, \
+        f"{times} behind {pending} waiting changes"
+    assert pending > 0
+
+    for t in threads:
+        t.join(LOCK_TIMEOUT + 30)
+    assert len(results) == len(work)
+    bad = {k: v for k, v in results.items()
+           if v[0] != "EIO" or v[1] > LOCK_TIMEOUT + 5}
+    assert not bad, f"expected EIO within {LOCK_TIMEOUT + 5}s: {bad}"
+
+    # The service has been away for longer than lock_timeout: the next
+    # change fails at once instead of waiting lock_timeout again.
+    t0 = time.monotonic()
+    try:
         os.chmod(os.path.join(d, "chmod0", "f"), 0o600)
-        os.mkdir(os.path.join(d, "after"))
-    finally:
-        os.close(rfd)
+        r = "ok"
+    except OSError as e:
+        r = errno.errorcode.get(e.errno)
+    assert r == "EIO" and time.monotonic() - t0 < LOCK_TIMEOUT / 2, \
+        (r, time.monotonic() - t0)
+    log = c.logs()
+    assert "failing with EIO" in log
+
+    c.heal(1)
+    wait_state(c, 1, ("up",), 30)
+    os.chmod(os.path.join(d, "chmod0", "f"), 0o600)
+    os.mkdir(os.path.join(d, "after"))
+    os.close(rfd)
