@@ -6,6 +6,7 @@ EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
 	tests/lockd/test_history.py tests/lockd/test_threads.py \
 	tests/lockd/test_quiet.py tests/lockd/test_async_test.py \
+	tests/lockd/test_hardening.py \
 	tests/metrics/test_lockd_metrics.py
 
 if HAVE_CMOCKA

@@ -52,6 +52,17 @@
 #define MAX_OUTBUF	(16 * 1024 * 1024)	/* a client that stops reading */
 #define READ_CHUNK	(64 * 1024)
 
+/*
+ * Connections not through the handshake yet cost the server memory and a
+ * descriptor before anyone has proved anything: they get 5 s to finish
+ * it, frames of at most 512 bytes (HELLO and AUTH are smaller), and at
+ * most 256 of them may be open at once, 32 from one TCP address.
+ */
+#define HANDSHAKE_MS		5000
+#define PREAUTH_MAX_FRAME	512
+#define MAX_UNAUTH		256
+#define MAX_UNAUTH_PER_ADDR	32
+
 enum ev_kind {
 	EV_LISTEN,
 	EV_METRICS,
@@ -96,8 +107,13 @@ struct conn {
 	uint32_t		 hello_flags;
 	char			 name[WSL_MAX_NAME + 1];
 	struct session		*sess;
+	uint64_t		 deadline;	/* of the handshake, ms */
+	int			 unauth;	/* on the unauth list */
+	uint8_t			 addr[16];	/* TCP peer address */
+	size_t			 addrlen;	/* 0: Unix socket */
 	TAILQ_ENTRY(conn)	 entry;		/* all or dead */
 	TAILQ_ENTRY(conn)	 dentry;	/* flush list */
+	TAILQ_ENTRY(conn)	 uentry;	/* unauth, oldest first */
 };
 TAILQ_HEAD(conns, conn);
 
@@ -120,6 +136,8 @@ struct server_stats {
 	uint64_t		 expiries;
 	uint64_t		 auth_failures;
 	uint64_t		 bad_frames;
+	uint64_t		 handshake_timeouts;
+	uint64_t		 refused;
 };
 
 struct server {
@@ -146,6 +164,8 @@ struct server {
 	struct conns		 conns;
 	struct conns		 dead;
 	struct conns		 flush;
+	struct conns		 unauth;	/* by handshake deadline */
+	size_t			 nunauth;
 	size_t			 nconns;
 	struct sessions		 sessions;
 	size_t			 nsessions;
@@ -240,12 +260,16 @@ timer_update(struct server *srv)
 {
 	struct itimerspec	 its;
 	struct session		*s;
+	struct conn		*c;
 	uint64_t		 next = 0, now = now_ms();
 
 	if ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
 		next = s->expires;
 	if (srv->grace && (next == 0 || srv->grace_end < next))
 		next = srv->grace_end;
+	if ((c = TAILQ_FIRST(&srv->unauth)) != NULL &&
+	    (next == 0 || c->deadline < next))
+		next = c->deadline;
 	memset(&its, 0, sizeof its);
 	if (next != 0) {
 		next = next > now ? next - now : 1;
@@ -256,6 +280,17 @@ timer_update(struct server *srv)
 		fatal("timerfd_settime");
 }
 
+/* The connection is through the handshake (or gone): no deadline. */
+static void
+conn_authed(struct server *srv, struct conn *c)
+{
+	if (!c->unauth)
+		return;
+	TAILQ_REMOVE(&srv->unauth, c, uentry);
+	c->unauth = 0;
+	srv->nunauth--;
+}
+
 static void
 conn_close(struct server *srv, struct conn *c, const char *why)
 {
@@ -263,6 +298,7 @@ conn_close(struct server *srv, struct conn *c, const char *why)
 
 	if (c->dead)
 		return;
+	conn_authed(srv, c);
 	if (why != NULL)
 		log_info("%s: closing connection: %s", c->peer, why);
 	c->dead = 1;
@@ -498,6 +534,7 @@ conn_welcome(struct server *srv, struct conn *c, uint64_t id)
 	s->conn = c;
 	c->sess = s;
 	c->state = C_READY;
+	conn_authed(srv, c);
 	w.session = s->id;
 	w.lease_ms = srv->conf->lease_ms;
 	w.epoch = srv->epoch;
@@ -852,7 +889,8 @@ conn_frames(struct server *srv, struct conn *c, const uint8_t *buf,
 	char			why[64];
 
 	while ((n = wsl_frame_decode(buf + off, len - off,
-	    srv->conf->max_frame, &f)) > 0) {
+	    c->state == C_READY ? srv->conf->max_frame : PREAUTH_MAX_FRAME,
+	    &f)) > 0) {
 		if (conn_dispatch(srv, c, &f) < 0)
 			return -1;
 		off += n;
@@ -933,6 +971,47 @@ conn_read(struct server *srv, struct conn *c)
 	}
 }
 
+/* The address of a TCP peer, without its port, as bytes. */
+static size_t
+peer_addr(const struct sockaddr_storage *ss, uint8_t *out)
+{
+	const struct sockaddr_in	*sin = (const struct sockaddr_in *)ss;
+	const struct sockaddr_in6	*sin6 = (const struct sockaddr_in6 *)ss;
+
+	if (ss->ss_family == AF_INET) {
+		memcpy(out, &sin->sin_addr, 4);
+		return 4;
+	}
+	if (ss->ss_family == AF_INET6) {
+		memcpy(out, &sin6->sin6_addr, 16);
+		return 16;
+	}
+	return 0;
+}
+
+/*
+ * May one more connection from this address wait for its handshake? The
+ * caps hold TCP peers only: the Unix socket admits root and our own uid,
+ * and a flood over TCP must not lock the admin out of it.
+ */
+static const char *
+unauth_refusal(struct server *srv, const uint8_t *addr, size_t addrlen)
+{
+	struct conn	*c;
+	size_t		 n = 0;
+
+	if (addrlen == 0)
+		return NULL;
+	if (srv->nunauth >= MAX_UNAUTH)
+		return "too many connections in the handshake";
+	TAILQ_FOREACH(c, &srv->unauth, uentry)
+		if (c->addrlen == addrlen && memcmp(c->addr, addr,
+		    addrlen) == 0 && ++n >= MAX_UNAUTH_PER_ADDR)
+			return "too many connections in the handshake from "
+			    "one address";
+	return NULL;
+}
+
 static void
 listener_accept(struct server *srv, struct listener *l)
 {
@@ -941,6 +1020,9 @@ listener_accept(struct server *srv, struct listener *l)
 	struct conn		*c;
 	socklen_t		 len;
 	char			 host[NI_MAXHOST], serv[NI_MAXSERV];
+	const char		*why;
+	uint8_t			 addr[16];
+	size_t			 addrlen;
 	int			 fd, one = 1;
 
 	for (;;) {
@@ -956,8 +1038,21 @@ listener_accept(struct server *srv, struct listener *l)
 				    strerror(errno));
 			return;
 		}
+		addrlen = l->is_unix ? 0 : peer_addr(&ss, addr);
+		if ((why = unauth_refusal(srv, addr, addrlen)) != NULL) {
+			srv->stats.refused++;
+			if (getnameinfo((struct sockaddr *)&ss, len, host,
+			    sizeof host, NULL, 0, NI_NUMERICHOST) != 0)
+				snprintf(host, sizeof host, "?");
+			log_limited(LOG_WARNING, "unauth", "refusing a "
+			    "connection from %s on %s: %s", host, l->name,
+			    why);
+			close(fd);
+			continue;
+		}
 		if (srv->nconns >= srv->conf->max_conns ||
 		    (c = calloc(1, sizeof *c)) == NULL) {
+			srv->stats.refused++;
 			log_limited(LOG_WARNING, "maxconns",
 			    "refusing a connection on %s: %zu connections",
 			    l->name, srv->nconns);
@@ -968,6 +1063,8 @@ listener_accept(struct server *srv, struct listener *l)
 		c->fd = fd;
 		c->is_unix = l->is_unix;
 		c->state = C_HELLO;
+		memcpy(c->addr, addr, addrlen);
+		c->addrlen = addrlen;
 		if (l->is_unix)
 			snprintf(c->peer, sizeof c->peer, "unix:%d", fd);
 		else {
@@ -992,6 +1089,13 @@ listener_accept(struct server *srv, struct listener *l)
 		}
 		TAILQ_INSERT_TAIL(&srv->conns, c, entry);
 		srv->nconns++;
+		/* Deadlines grow with accept time: the list stays sorted. */
+		c->deadline = now_ms() + HANDSHAKE_MS;
+		c->unauth = 1;
+		TAILQ_INSERT_TAIL(&srv->unauth, c, uentry);
+		srv->nunauth++;
+		if (TAILQ_FIRST(&srv->unauth) == c)
+			timer_update(srv);
 		log_debug("%s: connected on %s", c->peer, l->name);
 	}
 }
@@ -1015,6 +1119,10 @@ timer_fire(struct server *srv)
 	}
 	if (srv->grace && srv->grace_end <= now)
 		grace_end(srv, "timeout");
+	while ((c = TAILQ_FIRST(&srv->unauth)) != NULL && c->deadline <= now) {
+		srv->stats.handshake_timeouts++;
+		conn_close(srv, c, "handshake not finished in time");
+	}
 	timer_update(srv);
 }
 
@@ -1207,6 +1315,12 @@ static const struct {
 	{ "wslockd_bad_frames_total", "counter", "Connections closed for a "
 	    "protocol error of the peer.", NULL,
 	    offsetof(struct snapshot, stats.bad_frames) },
+	{ "wslockd_handshake_timeouts_total", "counter", "Connections closed "
+	    "because they did not finish the handshake in time.", NULL,
+	    offsetof(struct snapshot, stats.handshake_timeouts) },
+	{ "wslockd_connections_refused_total", "counter", "Connections closed "
+	    "at accept: too many open, or too many in the handshake.", NULL,
+	    offsetof(struct snapshot, stats.refused) },
 	{ "wslockd_epoch", "gauge", "Epoch of the fencing tokens, the high 32 "
 	    "bits of every token issued.", NULL,
 	    offsetof(struct snapshot, epoch) },
@@ -1312,6 +1426,7 @@ server_init(struct server *srv, const struct server_conf *conf)
 	TAILQ_INIT(&srv->conns);
 	TAILQ_INIT(&srv->dead);
 	TAILQ_INIT(&srv->flush);
+	TAILQ_INIT(&srv->unauth);
 	TAILQ_INIT(&srv->sessions);
 	if (sodium_init() < 0)
 		fatalx("libsodium failed to initialise");
