@@ -12,13 +12,15 @@
  * the log. Closed connections are freed at the end of a loop iteration, so
  * a handler may close any connection, not only its own.
  *
- * With --metrics the same loop answers Prometheus scrapes (metrics.c); the
- * gauges are read from the live structures at scrape time, the counters
- * are kept in struct server_stats.
+ * With --metrics a thread of its own answers Prometheus scrapes
+ * (metrics.c), so that no scraper can delay the loop; for each scrape the
+ * loop copies the gauges from the live structures and the counters of
+ * struct server_stats into a snapshot the thread renders.
  */
 #include "config.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -33,6 +35,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -65,7 +69,7 @@
 
 enum ev_kind {
 	EV_LISTEN,
-	EV_METRICS,
+	EV_METRICS_REQ,
 	EV_CONN,
 	EV_SIGNAL,
 	EV_TIMER,
@@ -140,6 +144,37 @@ struct server_stats {
 	uint64_t		 refused;
 };
 
+/* What a scrape sees: the live gauges and the counters, copied at once. */
+struct snapshot {
+	uint64_t		 connected;
+	uint64_t		 detached;
+	uint64_t		 conns;
+	uint64_t		 locks;
+	uint64_t		 waiters;
+	uint64_t		 epoch;
+	uint64_t		 grace;
+	struct server_stats	 stats;
+};
+
+/*
+ * The metrics endpoint runs in a thread of its own, so that no scraper,
+ * slow, silent or many, can delay the loop that renews leases. The thread
+ * does all the socket work; the loop only takes a snapshot when the
+ * thread asks for one (reqfd) and hands it over under mu.
+ */
+struct mserv {
+	pthread_t		 thread;
+	int			 running;
+	int			 stopfd;	/* eventfd: the thread ends */
+	int			 reqfd;		/* eventfd: a scrape waits */
+	struct ev		 reqev;
+	pthread_mutex_t		 mu;
+	pthread_cond_t		 cond;
+	int			 want;		/* mu: a snapshot is asked for */
+	uint64_t		 gen;		/* mu: snapshots taken */
+	struct snapshot		 snap;		/* mu: the latest */
+};
+
 struct server {
 	const struct server_conf *conf;
 	int			 epfd;
@@ -151,6 +186,7 @@ struct server {
 	size_t			 nlisteners;
 	struct listener		 mlisteners[MAX_LISTEN];	/* metrics */
 	size_t			 nmlisteners;
+	struct mserv		 ms;
 	struct server_stats	 stats;
 	uint64_t		 started;	/* ms, CLOCK_BOOTTIME */
 	uint8_t			*key;
@@ -1266,18 +1302,6 @@ listen_one(struct server *srv, const char *spec)
 	log_info("listening on %s", spec);
 }
 
-/* What a scrape sees: the live gauges and the counters, copied at once. */
-struct snapshot {
-	uint64_t		 connected;
-	uint64_t		 detached;
-	uint64_t		 conns;
-	uint64_t		 locks;
-	uint64_t		 waiters;
-	uint64_t		 epoch;
-	uint64_t		 grace;
-	struct server_stats	 stats;
-};
-
 /*
  * The exposition, one row per sample. Rows of one metric follow each other
  * and the first carries its HELP and TYPE; the names follow the Prometheus
@@ -1328,16 +1352,17 @@ static const struct {
 	    "start runs, else 0.", NULL, offsetof(struct snapshot, grace) },
 };
 
+/* In the loop: the snapshot a scrape asked for (EV_METRICS_REQ). */
 static void
-srv_render(FILE *f, void *arg)
+metrics_take(struct server *srv)
 {
-	struct server	*srv = arg;
+	struct mserv	*m = &srv->ms;
 	struct session	*s;
 	struct snapshot	 snap;
-	const char	*name;
 	uint64_t	 v;
-	size_t		 i;
 
+	if (read(m->reqfd, &v, sizeof v) < 0 && errno != EAGAIN)
+		log_warn("eventfd read: %s", strerror(errno));
 	memset(&snap, 0, sizeof snap);
 	TAILQ_FOREACH(s, &srv->sessions, entry) {
 		if (s->conn != NULL)
@@ -1351,7 +1376,53 @@ srv_render(FILE *f, void *arg)
 	snap.epoch = srv->epoch;
 	snap.grace = srv->grace != 0;
 	snap.stats = srv->stats;
+	pthread_mutex_lock(&m->mu);
+	m->snap = snap;
+	m->gen++;
+	m->want = 0;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->mu);
+}
 
+/*
+ * In the metrics thread: a fresh snapshot from the loop. If the loop
+ * does not answer within a second (it is stuck, which a scrape should
+ * show rather than hang on), the last one it took.
+ */
+static void
+metrics_snapshot(struct server *srv, struct snapshot *out)
+{
+	struct mserv	*m = &srv->ms;
+	struct timespec	 ts;
+	uint64_t	 gen, one = 1;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += 1;
+	pthread_mutex_lock(&m->mu);
+	gen = m->gen;
+	if (!m->want) {
+		m->want = 1;
+		if (write(m->reqfd, &one, sizeof one) != sizeof one)
+			m->want = 0;
+	}
+	while (m->want && m->gen == gen &&
+	    pthread_cond_timedwait(&m->cond, &m->mu, &ts) == 0)
+		;
+	*out = m->snap;
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* In the metrics thread: the exposition of one scrape. */
+static void
+srv_render(FILE *f, void *arg)
+{
+	struct server	*srv = arg;
+	struct snapshot	 snap;
+	const char	*name;
+	uint64_t	 v;
+	size_t		 i;
+
+	metrics_snapshot(srv, &snap);
 	for (i = 0; i < sizeof metric_rows / sizeof metric_rows[0]; i++) {
 		name = metric_rows[i].name;
 		if (metric_rows[i].help != NULL)
@@ -1371,14 +1442,50 @@ srv_render(FILE *f, void *arg)
 	    (now_ms() - srv->started) / 1000.0);
 }
 
-/* Listen for scrapes; never take over the Unix socket of a live server. */
+/* The metrics thread: accept scrapes and answer them, one at a time. */
+static void *
+metrics_thread(void *arg)
+{
+	struct server	*srv = arg;
+	struct pollfd	 pfd[MAX_LISTEN + 1];
+	size_t		 i, n = srv->nmlisteners;
+
+	pfd[0].fd = srv->ms.stopfd;
+	pfd[0].events = POLLIN;
+	for (i = 0; i < n; i++) {
+		pfd[i + 1].fd = srv->mlisteners[i].fd;
+		pfd[i + 1].events = POLLIN;
+	}
+	for (;;) {
+		if (poll(pfd, n + 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_warn("metrics: poll: %s", strerror(errno));
+			break;
+		}
+		if (pfd[0].revents != 0)
+			break;
+		for (i = 0; i < n; i++)
+			if (pfd[i + 1].revents & POLLIN)
+				metrics_serve(pfd[i + 1].fd, srv_render, srv);
+	}
+	return NULL;
+}
+
+/*
+ * Listen for scrapes, never taking over the Unix socket of a live
+ * server, and start the thread that serves them. Called with the
+ * signals blocked, which the thread inherits: they reach the loop.
+ */
 static void
 metrics_open(struct server *srv, const char *spec)
 {
+	struct mserv		*m = &srv->ms;
 	struct wsl_addr		 a;
 	struct sockaddr_un	 sun;
 	struct epoll_event	 ev;
 	struct listener		*l;
+	pthread_condattr_t	 ca;
 	int			 fds[MAX_LISTEN], n, i, r;
 
 	if (wsl_addr_parse(spec, &a) < 0)
@@ -1397,18 +1504,48 @@ metrics_open(struct server *srv, const char *spec)
 		    "cannot resolve the address" : strerror(-n));
 	for (i = 0; i < n; i++) {
 		l = &srv->mlisteners[srv->nmlisteners++];
-		l->ev.kind = EV_METRICS;
 		l->fd = fds[i];
 		l->is_unix = a.family == AF_UNIX;
 		snprintf(l->name, sizeof l->name, "%s", spec);
-		ev.events = EPOLLIN;
-		ev.data.ptr = l;
-		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, l->fd, &ev) < 0)
-			fatal("epoll_ctl");
 		if (!l->is_unix)
 			log_tcp_port(l->fd, "serving metrics on");
 	}
+	if ((m->stopfd = eventfd(0, EFD_CLOEXEC)) < 0 ||
+	    (m->reqfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		fatal("eventfd");
+	m->reqev.kind = EV_METRICS_REQ;
+	ev.events = EPOLLIN;
+	ev.data.ptr = &m->reqev;
+	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, m->reqfd, &ev) < 0)
+		fatal("epoll_ctl");
+	pthread_mutex_init(&m->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if ((r = pthread_create(&m->thread, NULL, metrics_thread, srv)) != 0)
+		fatalx("pthread_create: %s", strerror(r));
+	m->running = 1;
 	log_info("serving metrics on %s", spec);
+}
+
+/* Stop the metrics thread; the listeners are closed after it. */
+static void
+metrics_close(struct server *srv)
+{
+	struct mserv	*m = &srv->ms;
+	uint64_t	 one = 1;
+
+	if (!m->running)
+		return;
+	if (write(m->stopfd, &one, sizeof one) != sizeof one)
+		fatal("eventfd write");
+	pthread_join(m->thread, NULL);
+	m->running = 0;
+	close(m->stopfd);
+	close(m->reqfd);
+	pthread_mutex_destroy(&m->mu);
+	pthread_cond_destroy(&m->cond);
 }
 
 static void
@@ -1531,6 +1668,7 @@ server_shutdown(struct server *srv)
 		if (srv->listeners[i].is_unix)
 			unlink(srv->listeners[i].name + 5);
 	}
+	metrics_close(srv);
 	for (i = 0; i < srv->nmlisteners; i++) {
 		close(srv->mlisteners[i].fd);
 		if (srv->mlisteners[i].is_unix)
@@ -1587,9 +1725,8 @@ server_run(const struct server_conf *conf)
 			case EV_LISTEN:
 				listener_accept(&srv, (struct listener *)e);
 				break;
-			case EV_METRICS:
-				metrics_serve(((struct listener *)e)->fd,
-				    srv_render, &srv);
+			case EV_METRICS_REQ:
+				metrics_take(&srv);
 				break;
 			case EV_SIGNAL:
 				signal_fire(&srv);
