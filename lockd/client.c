@@ -127,6 +127,7 @@ struct wslock {
 	size_t			 keylen;
 	uint64_t		 client_id;
 
+	int			 reading;	/* read_in dispatches frames */
 	int			 epfd;		/* wslock_fd(): ipfd, evfd */
 	int			 ipfd;		/* sock, tfd: what we wait on */
 	int			 tfd;
@@ -351,7 +352,13 @@ flush_out(struct wslock *wl)
 	ssize_t	n;
 	size_t	left;
 
-	if (wl->sock < 0 || wl->cs == CS_CONNECTING)
+	/*
+	 * Not while frames are dispatched: a failed send would close the
+	 * connection and finish requests under the handler's feet (an
+	 * UNLOCK sent for a grant nobody waits for any more freed that very
+	 * request). The pass flushes once it is done with them.
+	 */
+	if (wl->sock < 0 || wl->cs == CS_CONNECTING || wl->reading)
 		return;
 	while ((left = wsl_buf_pending(&wl->out)) > 0) {
 		n = send(wl->sock, wl->out.data + wl->out.off, left,
@@ -1025,7 +1032,10 @@ read_in(struct wslock *wl)
 		wl->in.len += n;
 		while ((len = wsl_frame_decode(wl->in.data + wl->in.off,
 		    wsl_buf_pending(&wl->in), WSL_MAX_FRAME, &f)) > 0) {
-			if ((r = on_frame(wl, &f)) < 0) {
+			wl->reading = 1;
+			r = on_frame(wl, &f);
+			wl->reading = 0;
+			if (r < 0) {
 				conn_lost(wl, r);
 				return;
 			}

@@ -6,6 +6,7 @@ EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
 	tests/lockd/test_history.py tests/lockd/test_threads.py \
 	tests/lockd/test_quiet.py tests/lockd/test_async_test.py \
+	tests/lockd/test_hardening.py \
 	tests/metrics/test_lockd_metrics.py
 
 if HAVE_CMOCKA
@@ -39,7 +40,7 @@ sbin_PROGRAMS += lockd/wslockd
 lockd_wslockd_SOURCES = lockd/main.c lockd/server.c lockd/state.c \
 	lockd/metrics.c lockd/metrics.h $(LOCKD_COMMON) lockd/log.c lockd/log.h
 lockd_wslockd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
-lockd_wslockd_LDADD = $(SODIUM_LIBS)
+lockd_wslockd_LDADD = $(SODIUM_LIBS) -lpthread
 
 # The client library, linked by wsfs, wsctl and the test client.
 noinst_LIBRARIES += lockd/libwslock.a

@@ -28,6 +28,7 @@ metrics_listen(const char *addr, int *fds, int max)
 	struct addrinfo		 hints, *res, *ai;
 	struct sockaddr_un	 sun;
 	struct wsl_addr		 a;
+	mode_t			 old;
 	int			 fd, n = 0, r, one = 1;
 
 	if (wsl_addr_parse(addr, &a) < 0 || (a.family != AF_UNIX &&
@@ -44,8 +45,17 @@ metrics_listen(const char *addr, int *fds, int max)
 		if (fd == -1)
 			return -errno;
 		(void)unlink(sun.sun_path);
-		if (bind(fd, (struct sockaddr *)&sun, sizeof sun) == -1 ||
-		    listen(fd, 16) == -1) {
+		/*
+		 * Owner only: the endpoint has no authentication, and a
+		 * socket made under the daemons' umask(0) would be
+		 * connectable by everyone. A chmod after bind would leave a
+		 * window; the umask is process-wide, hence the rule in
+		 * metrics.h.
+		 */
+		old = umask(0177);
+		r = bind(fd, (struct sockaddr *)&sun, sizeof sun);
+		umask(old);
+		if (r == -1 || listen(fd, 16) == -1) {
 			r = -errno;
 			close(fd);
 			return r;
@@ -102,9 +112,10 @@ metrics_write_all(int fd, const char *p, size_t len)
 }
 
 /*
- * The caller's loop serves lock clients too: a scraper gets 20 ms in all
- * to send its request (TCP listeners wake us only once data is there)
- * and a non-blocking socket for the answer, which fits its buffer.
+ * The caller's thread may serve other things too (wsfs's control socket)
+ * and later scrapers: a scraper gets 20 ms in all to send its request
+ * (TCP listeners wake us only once data is there) and a non-blocking
+ * socket for the answer, which fits its buffer.
  */
 void
 metrics_serve(int listen_fd, void (*render)(FILE *, void *), void *arg)

@@ -12,13 +12,15 @@
  * the log. Closed connections are freed at the end of a loop iteration, so
  * a handler may close any connection, not only its own.
  *
- * With --metrics the same loop answers Prometheus scrapes (metrics.c); the
- * gauges are read from the live structures at scrape time, the counters
- * are kept in struct server_stats.
+ * With --metrics a thread of its own answers Prometheus scrapes
+ * (metrics.c), so that no scraper can delay the loop; for each scrape the
+ * loop copies the gauges from the live structures and the counters of
+ * struct server_stats into a snapshot the thread renders.
  */
 #include "config.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -33,6 +35,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -52,9 +56,20 @@
 #define MAX_OUTBUF	(16 * 1024 * 1024)	/* a client that stops reading */
 #define READ_CHUNK	(64 * 1024)
 
+/*
+ * Connections not through the handshake yet cost the server memory and a
+ * descriptor before anyone has proved anything: they get 5 s to finish
+ * it, frames of at most 512 bytes (HELLO and AUTH are smaller), and at
+ * most 256 of them may be open at once, 32 from one TCP address.
+ */
+#define HANDSHAKE_MS		5000
+#define PREAUTH_MAX_FRAME	512
+#define MAX_UNAUTH		256
+#define MAX_UNAUTH_PER_ADDR	32
+
 enum ev_kind {
 	EV_LISTEN,
-	EV_METRICS,
+	EV_METRICS_REQ,
 	EV_CONN,
 	EV_SIGNAL,
 	EV_TIMER,
@@ -96,8 +111,13 @@ struct conn {
 	uint32_t		 hello_flags;
 	char			 name[WSL_MAX_NAME + 1];
 	struct session		*sess;
+	uint64_t		 deadline;	/* of the handshake, ms */
+	int			 unauth;	/* on the unauth list */
+	uint8_t			 addr[16];	/* TCP peer address */
+	size_t			 addrlen;	/* 0: Unix socket */
 	TAILQ_ENTRY(conn)	 entry;		/* all or dead */
 	TAILQ_ENTRY(conn)	 dentry;	/* flush list */
+	TAILQ_ENTRY(conn)	 uentry;	/* unauth, oldest first */
 };
 TAILQ_HEAD(conns, conn);
 
@@ -120,6 +140,39 @@ struct server_stats {
 	uint64_t		 expiries;
 	uint64_t		 auth_failures;
 	uint64_t		 bad_frames;
+	uint64_t		 handshake_timeouts;
+	uint64_t		 refused;
+};
+
+/* What a scrape sees: the live gauges and the counters, copied at once. */
+struct snapshot {
+	uint64_t		 connected;
+	uint64_t		 detached;
+	uint64_t		 conns;
+	uint64_t		 locks;
+	uint64_t		 waiters;
+	uint64_t		 epoch;
+	uint64_t		 grace;
+	struct server_stats	 stats;
+};
+
+/*
+ * The metrics endpoint runs in a thread of its own, so that no scraper,
+ * slow, silent or many, can delay the loop that renews leases. The thread
+ * does all the socket work; the loop only takes a snapshot when the
+ * thread asks for one (reqfd) and hands it over under mu.
+ */
+struct mserv {
+	pthread_t		 thread;
+	int			 running;
+	int			 stopfd;	/* eventfd: the thread ends */
+	int			 reqfd;		/* eventfd: a scrape waits */
+	struct ev		 reqev;
+	pthread_mutex_t		 mu;
+	pthread_cond_t		 cond;
+	int			 want;		/* mu: a snapshot is asked for */
+	uint64_t		 gen;		/* mu: snapshots taken */
+	struct snapshot		 snap;		/* mu: the latest */
 };
 
 struct server {
@@ -133,6 +186,7 @@ struct server {
 	size_t			 nlisteners;
 	struct listener		 mlisteners[MAX_LISTEN];	/* metrics */
 	size_t			 nmlisteners;
+	struct mserv		 ms;
 	struct server_stats	 stats;
 	uint64_t		 started;	/* ms, CLOCK_BOOTTIME */
 	uint8_t			*key;
@@ -146,6 +200,8 @@ struct server {
 	struct conns		 conns;
 	struct conns		 dead;
 	struct conns		 flush;
+	struct conns		 unauth;	/* by handshake deadline */
+	size_t			 nunauth;
 	size_t			 nconns;
 	struct sessions		 sessions;
 	size_t			 nsessions;
@@ -240,12 +296,16 @@ timer_update(struct server *srv)
 {
 	struct itimerspec	 its;
 	struct session		*s;
+	struct conn		*c;
 	uint64_t		 next = 0, now = now_ms();
 
 	if ((s = TAILQ_FIRST(&srv->sessions)) != NULL)
 		next = s->expires;
 	if (srv->grace && (next == 0 || srv->grace_end < next))
 		next = srv->grace_end;
+	if ((c = TAILQ_FIRST(&srv->unauth)) != NULL &&
+	    (next == 0 || c->deadline < next))
+		next = c->deadline;
 	memset(&its, 0, sizeof its);
 	if (next != 0) {
 		next = next > now ? next - now : 1;
@@ -256,6 +316,17 @@ timer_update(struct server *srv)
 		fatal("timerfd_settime");
 }
 
+/* The connection is through the handshake (or gone): no deadline. */
+static void
+conn_authed(struct server *srv, struct conn *c)
+{
+	if (!c->unauth)
+		return;
+	TAILQ_REMOVE(&srv->unauth, c, uentry);
+	c->unauth = 0;
+	srv->nunauth--;
+}
+
 static void
 conn_close(struct server *srv, struct conn *c, const char *why)
 {
@@ -263,6 +334,7 @@ conn_close(struct server *srv, struct conn *c, const char *why)
 
 	if (c->dead)
 		return;
+	conn_authed(srv, c);
 	if (why != NULL)
 		log_info("%s: closing connection: %s", c->peer, why);
 	c->dead = 1;
@@ -498,6 +570,7 @@ conn_welcome(struct server *srv, struct conn *c, uint64_t id)
 	s->conn = c;
 	c->sess = s;
 	c->state = C_READY;
+	conn_authed(srv, c);
 	w.session = s->id;
 	w.lease_ms = srv->conf->lease_ms;
 	w.epoch = srv->epoch;
@@ -852,7 +925,8 @@ conn_frames(struct server *srv, struct conn *c, const uint8_t *buf,
 	char			why[64];
 
 	while ((n = wsl_frame_decode(buf + off, len - off,
-	    srv->conf->max_frame, &f)) > 0) {
+	    c->state == C_READY ? srv->conf->max_frame : PREAUTH_MAX_FRAME,
+	    &f)) > 0) {
 		if (conn_dispatch(srv, c, &f) < 0)
 			return -1;
 		off += n;
@@ -933,6 +1007,47 @@ conn_read(struct server *srv, struct conn *c)
 	}
 }
 
+/* The address of a TCP peer, without its port, as bytes. */
+static size_t
+peer_addr(const struct sockaddr_storage *ss, uint8_t *out)
+{
+	const struct sockaddr_in	*sin = (const struct sockaddr_in *)ss;
+	const struct sockaddr_in6	*sin6 = (const struct sockaddr_in6 *)ss;
+
+	if (ss->ss_family == AF_INET) {
+		memcpy(out, &sin->sin_addr, 4);
+		return 4;
+	}
+	if (ss->ss_family == AF_INET6) {
+		memcpy(out, &sin6->sin6_addr, 16);
+		return 16;
+	}
+	return 0;
+}
+
+/*
+ * May one more connection from this address wait for its handshake? The
+ * caps hold TCP peers only: the Unix socket admits root and our own uid,
+ * and a flood over TCP must not lock the admin out of it.
+ */
+static const char *
+unauth_refusal(struct server *srv, const uint8_t *addr, size_t addrlen)
+{
+	struct conn	*c;
+	size_t		 n = 0;
+
+	if (addrlen == 0)
+		return NULL;
+	if (srv->nunauth >= MAX_UNAUTH)
+		return "too many connections in the handshake";
+	TAILQ_FOREACH(c, &srv->unauth, uentry)
+		if (c->addrlen == addrlen && memcmp(c->addr, addr,
+		    addrlen) == 0 && ++n >= MAX_UNAUTH_PER_ADDR)
+			return "too many connections in the handshake from "
+			    "one address";
+	return NULL;
+}
+
 static void
 listener_accept(struct server *srv, struct listener *l)
 {
@@ -941,6 +1056,9 @@ listener_accept(struct server *srv, struct listener *l)
 	struct conn		*c;
 	socklen_t		 len;
 	char			 host[NI_MAXHOST], serv[NI_MAXSERV];
+	const char		*why;
+	uint8_t			 addr[16];
+	size_t			 addrlen;
 	int			 fd, one = 1;
 
 	for (;;) {
@@ -956,8 +1074,21 @@ listener_accept(struct server *srv, struct listener *l)
 				    strerror(errno));
 			return;
 		}
+		addrlen = l->is_unix ? 0 : peer_addr(&ss, addr);
+		if ((why = unauth_refusal(srv, addr, addrlen)) != NULL) {
+			srv->stats.refused++;
+			if (getnameinfo((struct sockaddr *)&ss, len, host,
+			    sizeof host, NULL, 0, NI_NUMERICHOST) != 0)
+				snprintf(host, sizeof host, "?");
+			log_limited(LOG_WARNING, "unauth", "refusing a "
+			    "connection from %s on %s: %s", host, l->name,
+			    why);
+			close(fd);
+			continue;
+		}
 		if (srv->nconns >= srv->conf->max_conns ||
 		    (c = calloc(1, sizeof *c)) == NULL) {
+			srv->stats.refused++;
 			log_limited(LOG_WARNING, "maxconns",
 			    "refusing a connection on %s: %zu connections",
 			    l->name, srv->nconns);
@@ -968,6 +1099,8 @@ listener_accept(struct server *srv, struct listener *l)
 		c->fd = fd;
 		c->is_unix = l->is_unix;
 		c->state = C_HELLO;
+		memcpy(c->addr, addr, addrlen);
+		c->addrlen = addrlen;
 		if (l->is_unix)
 			snprintf(c->peer, sizeof c->peer, "unix:%d", fd);
 		else {
@@ -992,6 +1125,13 @@ listener_accept(struct server *srv, struct listener *l)
 		}
 		TAILQ_INSERT_TAIL(&srv->conns, c, entry);
 		srv->nconns++;
+		/* Deadlines grow with accept time: the list stays sorted. */
+		c->deadline = now_ms() + HANDSHAKE_MS;
+		c->unauth = 1;
+		TAILQ_INSERT_TAIL(&srv->unauth, c, uentry);
+		srv->nunauth++;
+		if (TAILQ_FIRST(&srv->unauth) == c)
+			timer_update(srv);
 		log_debug("%s: connected on %s", c->peer, l->name);
 	}
 }
@@ -1015,6 +1155,10 @@ timer_fire(struct server *srv)
 	}
 	if (srv->grace && srv->grace_end <= now)
 		grace_end(srv, "timeout");
+	while ((c = TAILQ_FIRST(&srv->unauth)) != NULL && c->deadline <= now) {
+		srv->stats.handshake_timeouts++;
+		conn_close(srv, c, "handshake not finished in time");
+	}
 	timer_update(srv);
 }
 
@@ -1158,18 +1302,6 @@ listen_one(struct server *srv, const char *spec)
 	log_info("listening on %s", spec);
 }
 
-/* What a scrape sees: the live gauges and the counters, copied at once. */
-struct snapshot {
-	uint64_t		 connected;
-	uint64_t		 detached;
-	uint64_t		 conns;
-	uint64_t		 locks;
-	uint64_t		 waiters;
-	uint64_t		 epoch;
-	uint64_t		 grace;
-	struct server_stats	 stats;
-};
-
 /*
  * The exposition, one row per sample. Rows of one metric follow each other
  * and the first carries its HELP and TYPE; the names follow the Prometheus
@@ -1207,6 +1339,12 @@ static const struct {
 	{ "wslockd_bad_frames_total", "counter", "Connections closed for a "
 	    "protocol error of the peer.", NULL,
 	    offsetof(struct snapshot, stats.bad_frames) },
+	{ "wslockd_handshake_timeouts_total", "counter", "Connections closed "
+	    "because they did not finish the handshake in time.", NULL,
+	    offsetof(struct snapshot, stats.handshake_timeouts) },
+	{ "wslockd_connections_refused_total", "counter", "Connections closed "
+	    "at accept: too many open, or too many in the handshake.", NULL,
+	    offsetof(struct snapshot, stats.refused) },
 	{ "wslockd_epoch", "gauge", "Epoch of the fencing tokens, the high 32 "
 	    "bits of every token issued.", NULL,
 	    offsetof(struct snapshot, epoch) },
@@ -1214,16 +1352,17 @@ static const struct {
 	    "start runs, else 0.", NULL, offsetof(struct snapshot, grace) },
 };
 
+/* In the loop: the snapshot a scrape asked for (EV_METRICS_REQ). */
 static void
-srv_render(FILE *f, void *arg)
+metrics_take(struct server *srv)
 {
-	struct server	*srv = arg;
+	struct mserv	*m = &srv->ms;
 	struct session	*s;
 	struct snapshot	 snap;
-	const char	*name;
 	uint64_t	 v;
-	size_t		 i;
 
+	if (read(m->reqfd, &v, sizeof v) < 0 && errno != EAGAIN)
+		log_warn("eventfd read: %s", strerror(errno));
 	memset(&snap, 0, sizeof snap);
 	TAILQ_FOREACH(s, &srv->sessions, entry) {
 		if (s->conn != NULL)
@@ -1237,7 +1376,53 @@ srv_render(FILE *f, void *arg)
 	snap.epoch = srv->epoch;
 	snap.grace = srv->grace != 0;
 	snap.stats = srv->stats;
+	pthread_mutex_lock(&m->mu);
+	m->snap = snap;
+	m->gen++;
+	m->want = 0;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->mu);
+}
 
+/*
+ * In the metrics thread: a fresh snapshot from the loop. If the loop
+ * does not answer within a second (it is stuck, which a scrape should
+ * show rather than hang on), the last one it took.
+ */
+static void
+metrics_snapshot(struct server *srv, struct snapshot *out)
+{
+	struct mserv	*m = &srv->ms;
+	struct timespec	 ts;
+	uint64_t	 gen, one = 1;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += 1;
+	pthread_mutex_lock(&m->mu);
+	gen = m->gen;
+	if (!m->want) {
+		m->want = 1;
+		if (write(m->reqfd, &one, sizeof one) != sizeof one)
+			m->want = 0;
+	}
+	while (m->want && m->gen == gen &&
+	    pthread_cond_timedwait(&m->cond, &m->mu, &ts) == 0)
+		;
+	*out = m->snap;
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* In the metrics thread: the exposition of one scrape. */
+static void
+srv_render(FILE *f, void *arg)
+{
+	struct server	*srv = arg;
+	struct snapshot	 snap;
+	const char	*name;
+	uint64_t	 v;
+	size_t		 i;
+
+	metrics_snapshot(srv, &snap);
 	for (i = 0; i < sizeof metric_rows / sizeof metric_rows[0]; i++) {
 		name = metric_rows[i].name;
 		if (metric_rows[i].help != NULL)
@@ -1257,14 +1442,50 @@ srv_render(FILE *f, void *arg)
 	    (now_ms() - srv->started) / 1000.0);
 }
 
-/* Listen for scrapes; never take over the Unix socket of a live server. */
+/* The metrics thread: accept scrapes and answer them, one at a time. */
+static void *
+metrics_thread(void *arg)
+{
+	struct server	*srv = arg;
+	struct pollfd	 pfd[MAX_LISTEN + 1];
+	size_t		 i, n = srv->nmlisteners;
+
+	pfd[0].fd = srv->ms.stopfd;
+	pfd[0].events = POLLIN;
+	for (i = 0; i < n; i++) {
+		pfd[i + 1].fd = srv->mlisteners[i].fd;
+		pfd[i + 1].events = POLLIN;
+	}
+	for (;;) {
+		if (poll(pfd, n + 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_warn("metrics: poll: %s", strerror(errno));
+			break;
+		}
+		if (pfd[0].revents != 0)
+			break;
+		for (i = 0; i < n; i++)
+			if (pfd[i + 1].revents & POLLIN)
+				metrics_serve(pfd[i + 1].fd, srv_render, srv);
+	}
+	return NULL;
+}
+
+/*
+ * Listen for scrapes, never taking over the Unix socket of a live
+ * server, and start the thread that serves them. Called with the
+ * signals blocked, which the thread inherits: they reach the loop.
+ */
 static void
 metrics_open(struct server *srv, const char *spec)
 {
+	struct mserv		*m = &srv->ms;
 	struct wsl_addr		 a;
 	struct sockaddr_un	 sun;
 	struct epoll_event	 ev;
 	struct listener		*l;
+	pthread_condattr_t	 ca;
 	int			 fds[MAX_LISTEN], n, i, r;
 
 	if (wsl_addr_parse(spec, &a) < 0)
@@ -1283,18 +1504,48 @@ metrics_open(struct server *srv, const char *spec)
 		    "cannot resolve the address" : strerror(-n));
 	for (i = 0; i < n; i++) {
 		l = &srv->mlisteners[srv->nmlisteners++];
-		l->ev.kind = EV_METRICS;
 		l->fd = fds[i];
 		l->is_unix = a.family == AF_UNIX;
 		snprintf(l->name, sizeof l->name, "%s", spec);
-		ev.events = EPOLLIN;
-		ev.data.ptr = l;
-		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, l->fd, &ev) < 0)
-			fatal("epoll_ctl");
 		if (!l->is_unix)
 			log_tcp_port(l->fd, "serving metrics on");
 	}
+	if ((m->stopfd = eventfd(0, EFD_CLOEXEC)) < 0 ||
+	    (m->reqfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		fatal("eventfd");
+	m->reqev.kind = EV_METRICS_REQ;
+	ev.events = EPOLLIN;
+	ev.data.ptr = &m->reqev;
+	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, m->reqfd, &ev) < 0)
+		fatal("epoll_ctl");
+	pthread_mutex_init(&m->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if ((r = pthread_create(&m->thread, NULL, metrics_thread, srv)) != 0)
+		fatalx("pthread_create: %s", strerror(r));
+	m->running = 1;
 	log_info("serving metrics on %s", spec);
+}
+
+/* Stop the metrics thread; the listeners are closed after it. */
+static void
+metrics_close(struct server *srv)
+{
+	struct mserv	*m = &srv->ms;
+	uint64_t	 one = 1;
+
+	if (!m->running)
+		return;
+	if (write(m->stopfd, &one, sizeof one) != sizeof one)
+		fatal("eventfd write");
+	pthread_join(m->thread, NULL);
+	m->running = 0;
+	close(m->stopfd);
+	close(m->reqfd);
+	pthread_mutex_destroy(&m->mu);
+	pthread_cond_destroy(&m->cond);
 }
 
 static void
@@ -1312,6 +1563,7 @@ server_init(struct server *srv, const struct server_conf *conf)
 	TAILQ_INIT(&srv->conns);
 	TAILQ_INIT(&srv->dead);
 	TAILQ_INIT(&srv->flush);
+	TAILQ_INIT(&srv->unauth);
 	TAILQ_INIT(&srv->sessions);
 	if (sodium_init() < 0)
 		fatalx("libsodium failed to initialise");
@@ -1416,6 +1668,7 @@ server_shutdown(struct server *srv)
 		if (srv->listeners[i].is_unix)
 			unlink(srv->listeners[i].name + 5);
 	}
+	metrics_close(srv);
 	for (i = 0; i < srv->nmlisteners; i++) {
 		close(srv->mlisteners[i].fd);
 		if (srv->mlisteners[i].is_unix)
@@ -1472,9 +1725,8 @@ server_run(const struct server_conf *conf)
 			case EV_LISTEN:
 				listener_accept(&srv, (struct listener *)e);
 				break;
-			case EV_METRICS:
-				metrics_serve(((struct listener *)e)->fd,
-				    srv_render, &srv);
+			case EV_METRICS_REQ:
+				metrics_take(&srv);
 				break;
 			case EV_SIGNAL:
 				signal_fire(&srv);

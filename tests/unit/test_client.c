@@ -33,6 +33,7 @@
 enum fake_mode {
 	FAKE_ANSWER,	/* speak the protocol */
 	FAKE_SILENT,	/* accept, read, never answer */
+	FAKE_CROSS,	/* a CANCEL crosses the GRANT, then the link drops */
 };
 
 #define FAKE_MAXCONN	16
@@ -48,6 +49,7 @@ struct fake {
 	pthread_mutex_t	 mu;
 	int		 accepted;	/* guarded by mu */
 	int		 hellos;	/* guarded by mu */
+	int		 closed;	/* guarded by mu: connections ended */
 };
 
 static uint64_t
@@ -127,6 +129,14 @@ fake_frame(struct fake *fk, int fd, const struct wsl_frame *f)
 	case WSL_CANCEL:
 		if (wsl_dec_cancel(f, &target) < 0)
 			return -1;
+		if (fk->mode == FAKE_CROSS) {
+			/* Granted just before the cancel arrived. */
+			wsl_enc_grant(&out, target, token++);
+			wsl_enc_error(&out, f->id, WSL_E_NOENT, "not waiting");
+			fk->mode = FAKE_ANSWER;
+			r = -1;
+			break;
+		}
 		wsl_enc_error(&out, target, WSL_E_CANCELED, "cancelled");
 		wsl_enc_ok(&out, f->id, 0);
 		break;
@@ -181,7 +191,7 @@ fake_loop(void *arg)
 			if (got > 0)
 				in[i].len += got;
 			len = 0;
-			while (got > 0 && fk->mode == FAKE_ANSWER &&
+			while (got > 0 && fk->mode != FAKE_SILENT &&
 			    (len = wsl_frame_decode(in[i].data + in[i].off,
 			    wsl_buf_pending(&in[i]), WSL_MAX_FRAME, &f)) > 0) {
 				if (fake_frame(fk, conns[i], &f) < 0) {
@@ -193,6 +203,9 @@ fake_loop(void *arg)
 			if (fk->mode == FAKE_SILENT)
 				wsl_buf_consume(&in[i], wsl_buf_pending(&in[i]));
 			if (got <= 0 || len < 0) {
+				pthread_mutex_lock(&fk->mu);
+				fk->closed++;
+				pthread_mutex_unlock(&fk->mu);
 				close(conns[i]);
 				wsl_buf_free(&in[i]);
 				conns[i] = conns[n - 1];
@@ -518,6 +531,50 @@ static struct wslock	*stats_wl;
 static struct fake	*stats_fk;	/* if not NULL, it saw them too */
 
 static int
+reconnected(void)
+{
+	struct wslock_conn_stats	st;
+
+	assert_int_equal(wslock_conn_stats(stats_wl, &st), 0);
+	return st.connects >= 2 && st.state == WSLOCK_UP;
+}
+
+/*
+ * A blocking lock gives up; its grant crosses the cancel and the link
+ * drops right after. The library gives the unwanted lock back with an
+ * UNLOCK that cannot be sent: that failure must not close the
+ * connection under the grant's handler, which then used the request it
+ * had just freed (found by tests/lockd/test_threads.py at close).
+ */
+static void
+t_grant_crossing_cancel_then_eof(void **state)
+{
+	struct fake		*fk = fake_new(FAKE_CROSS, 1);
+	struct wslock_range	 rg = { "k", 1, 1, 0, WSLOCK_EOF };
+	uint64_t		 token = 0;
+
+	memset(&seen, 0, sizeof seen);
+	stats_fk = NULL;
+	stats_wl = open_handle(fk);
+	assert_int_equal(wslock_connect_wait(stats_wl, 5000), 0);
+	assert_int_equal(wslock_lock_wait(stats_wl, &rg, WSLOCK_EXCLUSIVE,
+	    WSLOCK_WAIT, 100, &token), -ETIMEDOUT);
+	/*
+	 * The cancel went out; the grant comes back and the fake closes.
+	 * Nothing drives the handle until it has, so the UNLOCK fails.
+	 */
+	while (fake_count(fk, &fk->closed) == 0)
+		usleep(1000);
+	assert_true(run_until(stats_wl, reconnected, 10000));
+	assert_int_equal(wslock_held(stats_wl, &rg, WSLOCK_EXCLUSIVE, NULL), 0);
+	assert_int_equal(wslock_lock_wait(stats_wl, &rg, WSLOCK_EXCLUSIVE, 0,
+	    5000, &token), 0);
+	assert_int_equal(seen.ndone, 0);
+	wslock_close(stats_wl);
+	fake_free(fk);
+}
+
+static int
 two_attempts(void)
 {
 	struct wslock_conn_stats	st;
@@ -607,6 +664,7 @@ main(void)
 		cmocka_unit_test(t_silent_server_is_retried),
 		cmocka_unit_test(t_conn_stats),
 		cmocka_unit_test(t_async_test),
+		cmocka_unit_test(t_grant_crossing_cancel_then_eof),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
