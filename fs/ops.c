@@ -122,37 +122,6 @@ ws_same_workspace(struct inode *a, struct inode *b)
 	return a->ws == b->ws;
 }
 
-/*
- * Give a new object to the calling user, as a local filesystem would: the
- * caller's gid, or the directory's gid under a setgid directory (which the
- * kernel already applied when the daemon created it).
- */
-static int
-ws_set_owner(fuse_req_t req, int pfd, int fd, mode_t mode)
-{
-	const struct fuse_ctx	*ctx = fuse_req_ctx(req);
-	struct stat		 pst;
-	gid_t			 gid = ctx->gid;
-	char			 path[64];
-
-	if (fstatat(pfd, "", &pst, AT_EMPTY_PATH) == -1)
-		return -errno;
-	if (pst.st_mode & S_ISGID)
-		gid = (gid_t)-1;
-	if (ctx->uid == 0 && (gid == 0 || gid == (gid_t)-1))
-		return 0;
-	if (fchownat(fd, "", ctx->uid, gid,
-	    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
-		return -errno;
-	/* chown clears setuid and setgid: put back what the caller asked. */
-	if (S_ISREG(mode) && (mode & (S_ISUID | S_ISGID))) {
-		inode_procpath(fd, path, sizeof path);
-		if (chmod(path, mode & 07777) == -1)
-			return -errno;
-	}
-	return 0;
-}
-
 /* The inode number behind a name in a directory, 0 if there is none. */
 static ino_t
 ws_name_ino(int dirfd, const char *name)
@@ -420,30 +389,6 @@ ws_readlink(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_readlink(req, out);
 }
 
-/* After creating name in parent, open it, check its type and own it. */
-static int
-ws_created(fuse_req_t req, struct inode *parent, int pfd, const char *name,
-    mode_t mode, struct fuse_entry_param *e)
-{
-	struct stat	st;
-	int		fd, r;
-
-	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
-	if (fd < 0)
-		return fd;
-	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1 ||
-	    (st.st_mode & S_IFMT) != (mode & S_IFMT)) {
-		/* Swapped for something else on the backing store. */
-		close(fd);
-		return -EIO;
-	}
-	if ((r = ws_set_owner(req, pfd, fd, mode)) < 0) {
-		close(fd);
-		return r;
-	}
-	return inode_adopt(parent, name, fd, e);
-}
-
 static void
 ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     const char *link)
@@ -460,13 +405,7 @@ ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		r = pfd;
 		goto out;
 	}
-	if (S_ISDIR(mode))
-		r = mkdirat(pfd, name, mode & 07777);
-	else if (S_ISLNK(mode))
-		r = symlinkat(link, pfd, name);
-	else
-		r = mknodat(pfd, name, mode, 0);
-	r = r == -1 ? -errno : ws_created(req, p, pfd, name, mode, &e);
+	r = perm_make(req, p, pfd, name, mode, link, &e);
 	inode_fd_put(p);
 out:
 	glock_put(g, 1);
@@ -730,8 +669,9 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		r = pfd;
 		goto out;
 	}
+	/* Set-id bits only once it is the caller's (perm_set_owner). */
 	fd = inode_openat_beneath(pfd, name, flags | O_CREAT | O_EXCL,
-	    mode & 07777);
+	    mode & 01777);
 	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
 		/* Made meanwhile by someone else: open it if the caller may. */
 		created = 0;
@@ -741,7 +681,7 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		r = fd;
 		fd = -1;
 	} else if (created)
-		r = ws_set_owner(req, pfd, fd, S_IFREG | (mode & 07777));
+		r = perm_set_owner(req, pfd, fd, S_IFREG | (mode & 07777));
 	inode_fd_put(p);
 	if (r == 0)
 		r = inode_from_new_fd(p, name, fd, &e);

@@ -30,7 +30,8 @@ import time
 
 import pytest
 
-from wsfstest import WSLOCKD, USER_GID, USER_UID, call_as
+from wsfstest import (RENAME_EXCHANGE, WSLOCKD, USER_GID, USER_UID, call_as,
+                      renameat2)
 
 U, G = USER_UID, USER_GID
 SECRET = b"ROOT-ONLY-SECRET\n"
@@ -51,9 +52,10 @@ def userdir(path, uid=U, gid=G, mode=0o755):
 class Racer:
     """fn() called in a loop in a forked root process until stop() (which
     sends SIGTERM); fn may return a string, which ends the loop and is
-    reported as a breach."""
+    reported as a breach (and creates the file flag, if given, so that the
+    other side can stop early)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, flag=None):
         self.fn = fn
         r, w = os.pipe()
         self.pid = os.fork()
@@ -65,6 +67,8 @@ class Racer:
                     msg = fn()
                     if msg:
                         os.write(w, msg.encode()[:4000])
+                        if flag:
+                            open(flag, "w").close()
                         break
             except BaseException as e:  # report, never hang the parent
                 os.write(w, f"racer error: {e!r}".encode())
@@ -145,20 +149,23 @@ def lockd_factory(tmp_path):
         lk.stop()
 
 
-def user_loop(rounds, once):
+def user_loop(rounds, once, flag=None):
     """In a child as uid 1000: call once() up to rounds times; stop at the
-    first string it returns and give it back with the round number."""
+    first string it returns and give it back with the round number, or
+    when the file flag appears."""
     def loop():
         for i in range(rounds):
             msg = once()
             if msg:
                 return f"round {i}: {msg}"
+            if flag and i % 16 == 0 and os.path.exists(flag):
+                return None
         return None
     return loop
 
 
-# Rounds of each user loop: on the old code a race of findings 1 and 8 was
-# won within the first few hundred.
+# Rounds of each user loop: on the old code the race of finding 1 was won
+# within the first few hundred, that of finding 8 within a thousand.
 ROUNDS = 1000
 NOCACHE = {"entry_timeout": 0, "attr_timeout": 0}
 
@@ -335,3 +342,207 @@ def test_append_write_with_lockd_clears_setid_like_native(lockd_factory,
     os.mkdir(d)
     want = kill_modes(native, os.O_APPEND)
     assert kill_modes(d, os.O_APPEND) == want
+
+
+# --- 8. new objects go to their creator, and only they ---------------------
+
+MAKE_CASES = {
+    "dir": (lambda p: os.mkdir(p, 0o755), os.rmdir),
+    "fifo": (lambda p: os.mkfifo(p, 0o644), os.unlink),
+    "symlink": (lambda p: os.symlink("target", p), os.unlink),
+    "file": (lambda p: os.mknod(p, stat.S_IFREG | 0o644), os.unlink),
+}
+
+
+def make_victim(base, kind):
+    """Root's object of the kind, at base/park; for all but a directory a
+    second link base/keep holds the inode whatever happens to park."""
+    park = j(base, "park")
+    if kind == "dir":
+        os.mkdir(park, 0o700)
+        with open(j(park, "secret"), "wb") as f:
+            f.write(SECRET)
+    elif kind == "fifo":
+        os.mkfifo(park, 0o600)
+    elif kind == "symlink":
+        os.symlink("/root/secret", park)
+    else:
+        with open(park, "wb") as f:
+            f.write(SECRET)
+        os.chmod(park, 0o600)
+    keep = park
+    if kind != "dir":
+        keep = j(base, "keep")
+        os.link(park, keep, follow_symlinks=False)
+    return park, keep
+
+
+def spoil_stage(m):
+    """Make SOURCE/.wsfs-new unusable (someone else's, writable by all),
+    so that wsfs must make new objects in a stage of their own inside the
+    parent directory, as for a parent it cannot reach by rename."""
+    os.mkdir(m.src(".wsfs-new"), 0o777)
+    os.chmod(m.src(".wsfs-new"), 0o777)
+    os.chown(m.src(".wsfs-new"), U, G)
+
+
+@pytest.mark.parametrize("kind,stage", [(k, "global") for k in
+                                        sorted(MAKE_CASES)] +
+                         [("dir", "local")])
+def test_new_object_owned_by_creator_only(mount_factory, kind, stage):
+    """uid 1000 makes and removes an object through the mount while a root
+    racer exchanges its name on the backing store with root's object of the
+    same type and back. The old code made the object, then opened it by
+    name to give it to the caller, and so gave root's object to uid 1000."""
+    make, remove = MAKE_CASES[kind]
+    m = mount_factory(workspaces=("ws1",), opts=NOCACHE)
+    if stage == "local":
+        spoil_stage(m)
+    d = userdir(m.src("ws1", "d"))
+    park, keep = make_victim(m.base, kind)
+    # Root's object wherever it is moved: what the test checks.
+    vfd = os.open(park, os.O_PATH | os.O_NOFOLLOW)
+    victim = os.fstat(vfd)
+    name = j(d, "new")
+    mnt_name = m.path("ws1", "d", "new")
+
+    def swap():
+        try:
+            renameat2(name, park, RENAME_EXCHANGE)
+        except OSError:
+            return None
+        for _ in range(500):
+            pass
+        # Put root's object back at park, wherever the user's went.
+        for p in (name, park):
+            try:
+                if os.lstat(p).st_ino == victim.st_ino and p == name:
+                    renameat2(name, park, RENAME_EXCHANGE)
+            except OSError:
+                pass
+        st = os.fstat(vfd)
+        if (st.st_uid, st.st_gid, st.st_mode) != \
+                (victim.st_uid, victim.st_gid, victim.st_mode):
+            return (f"root's {kind} now uid {st.st_uid} gid {st.st_gid} "
+                    f"mode {stat.filemode(st.st_mode)}")
+        if kind != "dir":
+            try:
+                if os.lstat(park).st_ino != victim.st_ino:
+                    os.unlink(park)
+            except FileNotFoundError:
+                pass
+            try:
+                os.link(keep, park, follow_symlinks=False)
+            except FileExistsError:
+                pass
+        return None
+
+    # EACCES: a lookup that saw the name moved out of the workspace while
+    # it walked (openat2's EXDEV) refuses it.
+    ok = {errno.EEXIST, errno.ENOENT, errno.ENOTEMPTY, errno.ENOTDIR,
+          errno.EISDIR, errno.EACCES, errno.EXDEV}
+
+    def once():
+        for fn in (make, remove):
+            try:
+                fn(mnt_name)
+            except OSError as e:
+                if e.errno not in ok:
+                    return f"{fn.__name__}: " + \
+                        errno.errorcode.get(e.errno, str(e.errno))
+        return None
+
+    flag = j(m.base, "breach")
+    racer = Racer(swap, flag)
+    try:
+        res = call_as(U, G, user_loop(3 * ROUNDS, once, flag))
+    finally:
+        rmsg = racer.stop()
+    st = os.fstat(vfd)
+    os.close(vfd)
+    assert not rmsg, rmsg
+    assert not res, res
+    assert (st.st_uid, st.st_gid) == (0, 0)
+    if stage == "global":
+        st = os.lstat(m.src(".wsfs-new"))
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700)
+        assert os.listdir(m.src(".wsfs-new")) == []
+    assert [n for n in os.listdir(d) if n.startswith(".wsfs")] == []
+
+
+SETID_MAKERS = {
+    "mknod": lambda p: os.mknod(p, stat.S_IFREG | 0o6755),
+    "create": lambda p: os.close(os.open(p, os.O_CREAT | os.O_EXCL |
+                                         os.O_WRONLY, 0o6755)),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SETID_MAKERS))
+def test_new_setid_file_never_root_owned(mount_factory, how):
+    """A file made with setuid and setgid through the mount shows them only
+    once it belongs to its creator: a root racer on the backing store
+    watching the name never sees a root-owned set-id file (which another
+    node's agent could hard-link away before the chown). The old code made
+    it with the bits, as root, and gave it away after."""
+    make = SETID_MAKERS[how]
+    m = mount_factory(workspaces=("ws1",), opts=NOCACHE)
+    d = userdir(m.src("ws1", "d"))
+    name = j(d, "new")
+    mnt_name = m.path("ws1", "d", "new")
+
+    def watch():
+        try:
+            st = os.lstat(name)
+        except OSError:
+            return None
+        if st.st_uid == 0 and st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+            return f"root-owned {stat.filemode(st.st_mode)} at the name"
+        return None
+
+    def once():
+        make(mnt_name)
+        st = os.lstat(mnt_name)
+        os.unlink(mnt_name)
+        if (st.st_uid, stat.S_IMODE(st.st_mode)) != (U, 0o6755):
+            return f"made uid {st.st_uid} mode {oct(st.st_mode)}"
+        return None
+
+    flag = j(m.base, "breach")
+    racer = Racer(watch, flag)
+    try:
+        res = call_as(U, G, user_loop(ROUNDS, once, flag))
+    finally:
+        rmsg = racer.stop()
+    assert not rmsg, rmsg
+    assert not res, res
+
+
+def test_unusable_stage_refused(mount_factory):
+    """A SOURCE/.wsfs-new that others may write to is never used: objects
+    are then staged inside their own directory, come out right, and leave
+    nothing behind there."""
+    m = mount_factory(workspaces=("ws1",))
+    spoil_stage(m)
+    d = userdir(m.src("ws1", "d"))
+    sg = userdir(m.src("ws1", "d", "sg"), gid=SUPP, mode=0o2775)
+    md = m.path("ws1", "d")
+
+    def work():
+        os.mkdir(j(md, "dir"), 0o750)
+        os.mkfifo(j(md, "fifo"), 0o640)
+        os.symlink("dir", j(md, "link"))
+        os.mknod(j(md, "file"), stat.S_IFREG | 0o4750)
+        os.mkdir(j(md, "sg", "sub"), 0o755)
+    call_as(U, G, work, groups=(SUPP,))
+    got = {n: (os.lstat(j(d, n)).st_uid, os.lstat(j(d, n)).st_gid,
+               oct(stat.S_IMODE(os.lstat(j(d, n)).st_mode)))
+           for n in ("dir", "fifo", "link", "file")}
+    assert got == {"dir": (U, G, "0o750"), "fifo": (U, G, "0o640"),
+                   "link": (U, G, "0o777"), "file": (U, G, "0o4750")}
+    st = os.lstat(j(sg, "sub"))
+    assert (st.st_uid, st.st_gid, oct(stat.S_IMODE(st.st_mode))) == \
+        (U, SUPP, "0o2755")
+    assert sorted(os.listdir(d)) == ["dir", "fifo", "file", "link", "sg"]
+    assert sorted(os.listdir(sg)) == ["sub"]
+    assert os.listdir(m.src(".wsfs-new")) == []
+    assert "staged in their own directory" in m.log()
