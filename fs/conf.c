@@ -51,6 +51,7 @@ static const struct conf_key conf_keys[] = {
 	{ "control_socket",	    CT_STR,    OFF(control_socket),	0, 0 },
 	{ "metrics",		    CT_STR,    OFF(metrics),		0, 0 },
 	{ "lock_log",		    CT_STR,    OFF(lock_log),		0, 0 },
+	{ "admin_uid",		    CT_INT,    OFF(admin_uid),		0, INT_MAX },
 };
 #undef OFF
 
@@ -69,6 +70,7 @@ conf_init(struct wsfs_conf *c)
 	c->entry_timeout = -1;
 	c->max_threads = 16;
 	c->uring = WS_URING_AUTO;
+	c->admin_uid = -1;
 }
 
 void

@@ -39,6 +39,7 @@ struct wsfs_conf {
 	char		*control_socket;
 	char		*metrics;
 	char		*lock_log;	/* NULL: no lock history */
+	int		 admin_uid;	/* changes the top level; -1: nobody */
 };
 
 /* Fill with the built-in defaults. Never fails. */

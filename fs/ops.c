@@ -99,22 +99,6 @@ ws_dir(struct fuse_file_info *fi)
 	return (struct wsdir *)(uintptr_t)fi->fh;
 }
 
-/*
- * The top level of the mount is the list of workspaces: only root may
- * change it, and names starting with '.' there belong to wsfs and wsctl.
- */
-static int
-ws_may_change(fuse_req_t req, struct inode *parent, const char *name)
-{
-	if (parent != inode_root())
-		return 0;
-	if (fuse_req_ctx(req)->uid != 0)
-		return -EACCES;
-	if (name != NULL && name[0] == '.')
-		return -EPERM;
-	return 0;
-}
-
 /* Rename and link stay inside one workspace. */
 static int
 ws_same_workspace(struct inode *a, struct inode *b)
@@ -295,8 +279,8 @@ ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	gid_t		 gid;
 	int		 fd, r = 0;
 
-	if (in == inode_root() && fuse_req_ctx(req)->uid != 0) {
-		fuse_reply_err(req, EPERM);
+	if ((r = perm_may_change(req, in, NULL, 0)) < 0) {
+		fuse_reply_err(req, -r);
 		return;
 	}
 	if ((r = glock_get(in, 1, &g)) < 0) {
@@ -398,7 +382,7 @@ ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct glock		*g = NULL;
 	int			 pfd, r;
 
-	if ((r = ws_may_change(req, p, name)) < 0 ||
+	if ((r = perm_may_change(req, p, name, mode)) < 0 ||
 	    (r = glock_get(p, 1, &g)) < 0)
 		goto out;
 	if ((pfd = inode_fd_get(p)) < 0) {
@@ -453,7 +437,7 @@ ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 	ino_t		 inos[2];
 	int		 pfd, r;
 
-	if ((r = ws_may_change(req, p, name)) < 0)
+	if ((r = perm_may_change(req, p, name, 0)) < 0)
 		goto out;
 	if ((pfd = inode_fd_get(p)) < 0) {
 		r = pfd;
@@ -505,8 +489,8 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		r = -EXDEV;
 		goto out;
 	}
-	if ((r = ws_may_change(req, p, name)) < 0 ||
-	    (r = ws_may_change(req, np, newname)) < 0)
+	if ((r = perm_may_change(req, p, name, 0)) < 0 ||
+	    (r = perm_may_change(req, np, newname, 0)) < 0)
 		goto out;
 	if ((r = ws_fd_get2(p, np, &pfd, &npfd)) < 0)
 		goto out;
@@ -544,7 +528,7 @@ ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		r = -EXDEV;
 		goto out;
 	}
-	if ((r = ws_may_change(req, np, newname)) < 0)
+	if ((r = perm_may_change(req, np, newname, in->type)) < 0)
 		goto out;
 	if ((r = ws_fd_get2(in, np, &fd, &npfd)) < 0)
 		goto out;
@@ -662,7 +646,7 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	int			 pfd, fd = -1, r, created = 1;
 	int			 flags = fi->flags & ~(O_DIRECT | O_NOCTTY);
 
-	if ((r = ws_may_change(req, p, name)) < 0 ||
+	if ((r = perm_may_change(req, p, name, S_IFREG)) < 0 ||
 	    (r = glock_get(p, 1, &g)) < 0)
 		goto out;
 	if ((pfd = inode_fd_get(p)) < 0) {
@@ -1105,7 +1089,7 @@ ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		r = -EPERM;
 	else if (ws_xattr_acl(name))
 		r = -EOPNOTSUPP;
-	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
+	else if (perm_may_change(req, in, NULL, 0) < 0)
 		r = -EPERM;
 	else if ((r = glock_get(in, 1, &g)) == 0) {
 		r = ws_xattr(in, XA_SET, name, (void *)(uintptr_t)value, size,
@@ -1124,7 +1108,7 @@ ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if (in->type == S_IFLNK)
 		r = -EPERM;
-	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
+	else if (perm_may_change(req, in, NULL, 0) < 0)
 		r = -EPERM;
 	else if ((r = glock_get(in, 1, &g)) == 0) {
 		r = ws_xattr(in, XA_REMOVE, name, NULL, 0, 0);

@@ -42,6 +42,36 @@ static struct {
 	.fd = -1,
 };
 
+/*
+ * The top level of the mount is the list of workspaces, made and removed
+ * by the admin with wsctl on SOURCE: through the mount only the uid named
+ * by admin_uid changes it, if any, and only with directories (anything
+ * else there would not show and would stay behind in SOURCE). Names
+ * starting with '.' there belong to wsfs and wsctl. dir is the directory
+ * whose entries change, or (name NULL) the object whose attributes do;
+ * type is what a create makes, 0 for other changes.
+ */
+int
+perm_may_change(fuse_req_t req, struct inode *dir, const char *name,
+    mode_t type)
+{
+	uid_t	uid = fuse_req_ctx(req)->uid;
+
+	if (dir != inode_root())
+		return 0;
+	if (wsfs.conf.admin_uid < 0 || uid != (uid_t)wsfs.conf.admin_uid) {
+		stats_count(SC_CONFINE_REFUSED, 1);
+		log_limited(LOG_NOTICE, "top-change", "refused a change at the "
+		    "top of %s by uid %u (admin_uid %s)", wsfs.source,
+		    (unsigned)uid, wsfs.conf.admin_uid < 0 ? "not set" :
+		    "is another uid");
+		return -EPERM;
+	}
+	if ((name != NULL && name[0] == '.') || (type != 0 && !S_ISDIR(type)))
+		return -EPERM;
+	return 0;
+}
+
 /* Is gid the caller's primary or one of its supplementary groups? */
 static int
 perm_in_group(fuse_req_t req, gid_t gid)

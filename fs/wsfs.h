@@ -165,6 +165,13 @@ void		 glock_stats(unsigned long *count, unsigned long *held);
 
 /* perm.c */
 /*
+ * May the caller change dir's entries (name, making type, or 0), or with
+ * name NULL dir itself? 0, or -EPERM at the top level of the mount for
+ * everyone but admin_uid.
+ */
+int		 perm_may_change(fuse_req_t req, struct inode *dir,
+		     const char *name, mode_t type);
+/*
  * Open name in pfd, found there by an O_CREAT open that did not make it,
  * if the caller may open it with flags; a regular file only. Returns the
  * open fd or -errno (-EACCES, -EISDIR, -ELOOP, ...).

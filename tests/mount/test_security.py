@@ -546,3 +546,95 @@ def test_unusable_stage_refused(mount_factory):
     assert sorted(os.listdir(sg)) == ["sub"]
     assert os.listdir(m.src(".wsfs-new")) == []
     assert "staged in their own directory" in m.log()
+
+
+# --- 9. the top level is the admin's ----------------------------------------
+
+def top_state(m):
+    """What a change at the top level would touch: SOURCE's entries, its
+    mode, owner, times and xattrs."""
+    st = os.stat(m.source)
+    return (sorted(os.listdir(m.source)), oct(st.st_mode), st.st_uid,
+            st.st_mtime_ns, st.st_ctime_ns, sorted(os.listxattr(m.source)))
+
+
+TOP_CHANGES = {
+    "mkdir": lambda m: os.mkdir(m.path("new")),
+    "create": lambda m: os.close(os.open(m.path("new"), os.O_CREAT |
+                                         os.O_WRONLY, 0o644)),
+    "mknod": lambda m: os.mkfifo(m.path("new")),
+    "symlink": lambda m: os.symlink("ws1", m.path("new")),
+    "rename": lambda m: os.rename(m.path("ws1"), m.path("new")),
+    "exchange": lambda m: renameat2(m.path("ws1"), m.path("ws2"),
+                                    RENAME_EXCHANGE),
+    "rmdir": lambda m: os.rmdir(m.path("ws2")),
+    "chmod-root": lambda m: os.chmod(m.mnt, 0o777),
+    "chown-root": lambda m: os.chown(m.mnt, U, -1),
+    "utime-root": lambda m: os.utime(m.mnt, (0, 0)),
+    "setxattr-root": lambda m: os.setxattr(m.mnt, "user.new", b"1"),
+    "removexattr-root": lambda m: os.removexattr(m.mnt, "user.old"),
+}
+# Only directories are workspaces: not even the admin makes anything else.
+NOT_WORKSPACES = ("create", "mknod", "symlink")
+
+
+def top_mount(mount_factory, **opts):
+    m = mount_factory(workspaces=("ws1", "ws2"), opts=opts)
+    os.setxattr(m.source, "user.old", b"1")
+    return m
+
+
+@pytest.mark.parametrize("op", sorted(TOP_CHANGES))
+def test_top_level_refused_to_root(mount_factory, op):
+    """Without admin_uid nobody changes the top level through the mount,
+    root (a container's root reaching the mount) included: workspaces are
+    made and removed with wsctl on SOURCE. The old code let root rename and
+    remove other workspaces, and left a refused symlink, FIFO or file
+    behind in SOURCE."""
+    m = top_mount(mount_factory)
+    before = top_state(m)
+    with pytest.raises(OSError) as ei:
+        TOP_CHANGES[op](m)
+    assert ei.value.errno == errno.EPERM, ei.value
+    assert top_state(m) == before
+    assert sorted(os.listdir(m.mnt)) == ["ws1", "ws2"]
+
+
+@pytest.mark.parametrize("op", sorted(TOP_CHANGES))
+def test_top_level_changed_by_admin_uid(mount_factory, op):
+    """With admin_uid=0, root changes the top level; still only with
+    directories, and a refused one leaves nothing in SOURCE."""
+    m = top_mount(mount_factory, admin_uid=0)
+    before = top_state(m)
+    if op in NOT_WORKSPACES:
+        with pytest.raises(OSError) as ei:
+            TOP_CHANGES[op](m)
+        assert ei.value.errno == errno.EPERM, ei.value
+        assert top_state(m) == before
+        return
+    TOP_CHANGES[op](m)
+    assert top_state(m) != before
+
+
+def test_top_level_admin_uid_is_that_uid_only(mount_factory):
+    """admin_uid names one uid: another root-free user is refused by the
+    kernel (SOURCE is root's 0755), and a SOURCE made group-writable for
+    the admin's group lets the admin in, no one else."""
+    m = top_mount(mount_factory, admin_uid=U)
+    os.chown(m.source, 0, SUPP)
+    os.chmod(m.source, 0o775)
+    assert call_as(U + 1, G, lambda: outcome_errno(os.mkdir, m.path("x")),
+                   groups=(SUPP,)) == errno.EPERM
+    assert call_as(0, 0, lambda: outcome_errno(os.mkdir, m.path("y"))) == \
+        errno.EPERM
+    assert call_as(U, G, lambda: outcome_errno(os.mkdir, m.path("z")),
+                   groups=(SUPP,)) == 0
+    assert "z" in os.listdir(m.source) and "x" not in os.listdir(m.source)
+
+
+def outcome_errno(fn, *args):
+    try:
+        fn(*args)
+    except OSError as e:
+        return e.errno
+    return 0
