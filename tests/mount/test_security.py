@@ -21,6 +21,8 @@ first breach and otherwise runs a fixed number of rounds, so a pass never
 depends on timing.
 """
 import errno
+import fcntl
+import json
 import os
 import select
 import signal
@@ -30,8 +32,8 @@ import time
 
 import pytest
 
-from wsfstest import (RENAME_EXCHANGE, WSLOCKD, USER_GID, USER_UID, call_as,
-                      renameat2)
+from wsfstest import (RENAME_EXCHANGE, WSCTL, WSLOCKD, USER_GID, USER_UID,
+                      call_as, renameat2, wait_for)
 
 U, G = USER_UID, USER_GID
 SECRET = b"ROOT-ONLY-SECRET\n"
@@ -638,3 +640,267 @@ def outcome_errno(fn, *args):
     except OSError as e:
         return e.errno
     return 0
+
+
+# --- 4. one uid cannot use up the node's locks ------------------------------
+
+OTHER = 1001         # a second user of the mount
+PLOCK_MAX_PER_UID = 4096          # the defaults of wsfs.conf(5)
+PLOCK_MAX_WAITERS_PER_UID = 256
+
+
+def lockd_items(lk, kind):
+    """The holders or waiters (kind) wslockd lists, all sessions."""
+    r = subprocess.run([WSCTL, "locks", "--lockd", lk.addr, "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [i for i in json.loads(r.stdout) if i["type"] == kind]
+
+
+def own_file(m, uid, name):
+    d = userdir(m.src("ws1", f"u{uid}"), uid=uid, gid=uid)
+    p = j(d, name)
+    with open(p, "wb") as f:
+        f.write(b"x" * 100)
+    os.chown(p, uid, uid)
+    return m.path("ws1", f"u{uid}", name)
+
+
+def others_lock_and_write(m):
+    """uid OTHER writes a new file and takes a lock through the mount."""
+    p = own_file(m, OTHER, "lockme")
+
+    def work():
+        q = j(os.path.dirname(p), "written")
+        with open(q, "wb") as f:
+            f.write(b"still writable\n")
+        with open(p, "r+b") as f:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            fcntl.lockf(f, fcntl.LOCK_UN, 1, 0)
+        with open(q, "rb") as f:
+            return f.read()
+    return call_as(OTHER, OTHER, work)
+
+
+class Holder:
+    """fn(*args) run as uid in a forked child that then stays, keeping what
+    it took (locks, waits), until release(). result() is what fn returned
+    (JSON-able), or an OSError's errno name."""
+
+    def __init__(self, uid, fn, *args):
+        r, w = os.pipe()
+        cr, cw = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(r)
+            os.close(cw)
+            try:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                res = fn(*args)
+            except OSError as e:
+                res = errno.errorcode.get(e.errno, str(e.errno))
+            except BaseException as e:
+                res = repr(e)
+            os.write(w, json.dumps(res).encode())
+            os.close(w)
+            os.read(cr, 1)
+            os._exit(0)
+        os.close(w)
+        os.close(cr)
+        self.r, self.cw = r, cw
+
+    def result(self):
+        data = b""
+        while True:
+            chunk = os.read(self.r, 65536)
+            if not chunk:
+                break
+            data += chunk
+        return json.loads(data.decode())
+
+    def release(self):
+        os.close(self.cw)
+        os.close(self.r)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
+
+
+def take_locks(p, n):
+    """Take up to n one-byte locks on p, every other byte (so that no two
+    merge), F_SETLK; return how many and the errno that stopped it. The
+    file stays open, so the locks stay held."""
+    global held_file
+    held_file = open(p, "r+b")
+    for i in range(n):
+        try:
+            fcntl.lockf(held_file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 2 * i)
+        except OSError as e:
+            return [i, errno.errorcode.get(e.errno, str(e.errno))]
+    return [n, None]
+
+
+def test_plock_cap_per_uid_keeps_locks_for_others(lockd_factory,
+                                                    mount_factory):
+    """uid 1000 takes byte-range locks, one range each, until refused. The
+    lock server gives the node's session a little more than the per-uid
+    cap (plock_max_per_uid, default 4096): uid 1000 is refused (ENOLCK) at
+    its cap, and uid 1001 still locks and writes. Without the cap uid 1000
+    used up the whole session, and every other lock and write of the node
+    failed."""
+    lk = lockd_factory(["--max-locks", str(PLOCK_MAX_PER_UID + 200)])
+    m = mount_factory(workspaces=("ws1",), opts={"lockd": lk.addr})
+    p = own_file(m, U, "many")
+    h = Holder(U, take_locks, p, PLOCK_MAX_PER_UID + 400)
+    try:
+        taken, err = h.result()
+        assert err == "ENOLCK", (taken, err)
+        assert others_lock_and_write(m) == b"still writable\n"
+        assert PLOCK_MAX_PER_UID - PQ_GROWTH <= taken <= PLOCK_MAX_PER_UID
+    finally:
+        h.release()
+    # Closing gave them all back: uid 1000 may lock again.
+    assert wait_for(lambda: len(lockd_items(lk, "holder")) < 10, 30)
+    h = Holder(U, take_locks, p, 10)
+    try:
+        assert h.result() == [10, None]
+    finally:
+        h.release()
+
+
+PQ_GROWTH = 2        # what a lock request reserves until its answer
+
+
+def hold_whole(*paths):
+    """Lock each file whole, exclusively; keep the files open."""
+    global held_files
+    held_files = [open(p, "r+b") for p in paths]
+    for f in held_files:
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return "held"
+
+
+def wait_in_threads(p, n, log):
+    """Start n threads that each wait (F_SETLKW) for a whole-file lock on
+    p; each appends its outcome to the file log when it ends."""
+    import threading
+
+    global waiting_file
+    waiting_file = open(p, "r+b")
+
+    def one():
+        try:
+            fcntl.lockf(waiting_file, fcntl.LOCK_EX)
+            res = "ok"
+        except OSError as e:
+            res = errno.errorcode.get(e.errno, str(e.errno))
+        with open(log, "a") as f:
+            f.write(res + "\n")
+    for _ in range(n):
+        threading.Thread(target=one, daemon=True).start()
+    return "started"
+
+
+def outcomes(log):
+    try:
+        with open(log) as f:
+            return f.read().split()
+    except FileNotFoundError:
+        return []
+
+
+def test_plock_waiters_capped_per_uid(lockd_factory, mount_factory):
+    """uid 1000 queues blocking lock requests (F_SETLKW) on a file root
+    holds, more than plock_max_waiters_per_uid (default 256) and more than
+    the lock server lets the node's session wait for: past its cap each is
+    refused with ENOLCK at once, and uid 1001 can still wait for a lock and
+    gets it. Without the cap uid 1000 took every waiting slot of the
+    session, and uid 1001's wait failed."""
+    cap = PLOCK_MAX_WAITERS_PER_UID
+    lk = lockd_factory(["--max-waiters", str(cap + 4)])
+    m = mount_factory(workspaces=("ws1",), opts={"lockd": lk.addr})
+    f = own_file(m, U, "contended")
+    g = own_file(m, OTHER, "later")
+    for p in (m.src("ws1", f"u{U}", "contended"),
+              m.src("ws1", f"u{OTHER}", "later")):
+        os.chmod(p, 0o666)
+    alog, blog = j(m.base, "a.log"), j(m.base, "b.log")
+    for log in (alog, blog):
+        open(log, "w").close()
+        os.chmod(log, 0o666)
+    root = Holder(0, hold_whole, f, g)
+    a = b = None
+    try:
+        assert root.result() == "held"
+        n = cap + 14
+        a = Holder(U, wait_in_threads, f, n, alog)
+        assert a.result() == "started"
+        # Every request of uid 1000 is either waiting on the server or
+        # refused.
+        assert wait_for(lambda: len(lockd_items(lk, "waiter")) +
+                        len(outcomes(alog)) == n, 120), \
+            (len(lockd_items(lk, "waiter")), outcomes(alog))
+        waiting = len(lockd_items(lk, "waiter"))
+        b = Holder(OTHER, wait_in_threads, g, 1, blog)
+        assert b.result() == "started"
+        assert wait_for(lambda: outcomes(blog) or
+                        len(lockd_items(lk, "waiter")) == waiting + 1, 60)
+        assert outcomes(blog) == [], "uid 1001 could not wait for a lock"
+        assert outcomes(alog) == ["ENOLCK"] * (n - cap)
+        root.release()
+        root = None
+        assert wait_for(lambda: outcomes(blog), 60) == ["ok"]
+    finally:
+        for h in (b, a, root):
+            if h is not None:
+                h.release()
+
+
+def split_by_unlocks(p, n):
+    """Lock p whole, then unlock every other byte, each unlock splitting
+    a range in two, up to n times; return how many and what stopped it."""
+    global split_file
+    split_file = open(p, "r+b")
+    fcntl.lockf(split_file, fcntl.LOCK_EX | fcntl.LOCK_NB, 0, 0)
+    for i in range(n):
+        try:
+            fcntl.lockf(split_file, fcntl.LOCK_UN, 1, 2 * i + 1)
+        except OSError as e:
+            return [i, errno.errorcode.get(e.errno, str(e.errno))]
+    return [n, None]
+
+
+def test_plock_caps_configured(lockd_factory, mount_factory):
+    """plock_max_per_uid and plock_max_total as set: a uid stops at its cap,
+    all uids together at the node's, an unlock that would split a range
+    past the cap is refused too, and a closed file gives its locks back."""
+    lk = lockd_factory()
+    m = mount_factory(workspaces=("ws1",), opts={
+        "lockd": lk.addr, "plock_max_per_uid": 10, "plock_max_total": 16})
+    pa, pb = own_file(m, U, "a"), own_file(m, OTHER, "b")
+    a = Holder(U, take_locks, pa, 100)
+    b = None
+    try:
+        ta, ea = a.result()
+        assert ea == "ENOLCK" and 10 - PQ_GROWTH <= ta <= 10, (ta, ea)
+        b = Holder(OTHER, take_locks, pb, 100)
+        tb, eb = b.result()
+        assert eb == "ENOLCK" and ta + tb <= 16, (ta, tb, eb)
+        b.release()
+        b = Holder(OTHER, split_by_unlocks, pb, 100)
+        # 16 - ta may split one lock into at most that many ranges.
+        ts, es = b.result()
+        assert es == "ENOLCK" and ta + ts + 1 <= 16, (ta, ts, es)
+    finally:
+        for h in (a, b):
+            if h is not None:
+                h.release()
+    a = Holder(U, take_locks, pa, 5)
+    try:
+        assert a.result() == [5, None]
+    finally:
+        a.release()
