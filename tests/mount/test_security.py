@@ -874,6 +874,19 @@ def split_by_unlocks(p, n):
     return [n, None]
 
 
+def take_adjacent(p, n):
+    """Take n one-byte locks side by side, all exclusive: the server merges
+    them into one range, so no cap is reached. Return how many."""
+    global adjacent_file
+    adjacent_file = open(p, "r+b")
+    for i in range(n):
+        try:
+            fcntl.lockf(adjacent_file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, i)
+        except OSError as e:
+            return [i, errno.errorcode.get(e.errno, str(e.errno))]
+    return [n, None]
+
+
 def test_plock_caps_configured(lockd_factory, mount_factory):
     """plock_max_per_uid and plock_max_total as set: a uid stops at its cap,
     all uids together at the node's, an unlock that would split a range
@@ -902,5 +915,13 @@ def test_plock_caps_configured(lockd_factory, mount_factory):
     a = Holder(U, take_locks, pa, 5)
     try:
         assert a.result() == [5, None]
+    finally:
+        a.release()
+    # Ranges that merge count once, as on the server.
+    a = Holder(U, take_adjacent, pa, 100)
+    try:
+        assert a.result() == [100, None]
+        assert len([i for i in lockd_items(lk, "holder")
+                    if i["owner"] != 1]) == 1
     finally:
         a.release()
