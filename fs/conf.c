@@ -53,6 +53,11 @@ static const struct conf_key conf_keys[] = {
 	{ "control_socket",	    CT_STR,    OFF(control_socket),	0, 0 },
 	{ "metrics",		    CT_STR,    OFF(metrics),		0, 0 },
 	{ "lock_log",		    CT_STR,    OFF(lock_log),		0, 0 },
+	{ "admin_uid",		    CT_INT,    OFF(admin_uid),		0, INT_MAX },
+	{ "plock_max_per_uid",	    CT_INT,    OFF(plock_max_per_uid),	1, 100000000 },
+	{ "plock_max_waiters_per_uid", CT_INT, OFF(plock_max_waiters_per_uid), 0, 100000000 },
+	{ "plock_max_total",	    CT_INT,    OFF(plock_max_total),	1, 100000000 },
+	{ "plock_max_waiters_total", CT_INT,   OFF(plock_max_waiters_total), 0, 100000000 },
 };
 #undef OFF
 
@@ -73,6 +78,12 @@ conf_init(struct wsfs_conf *c)
 	c->entry_timeout = -1;
 	c->max_threads = 16;
 	c->uring = WS_URING_AUTO;
+	c->admin_uid = -1;
+	/* Half of wslockd's default per-session quota, for object locks. */
+	c->plock_max_per_uid = 4096;
+	c->plock_max_waiters_per_uid = 256;
+	c->plock_max_total = 50000;
+	c->plock_max_waiters_total = 5000;
 }
 
 void

@@ -41,6 +41,12 @@ struct wsfs_conf {
 	char		*control_socket;
 	char		*metrics;
 	char		*lock_log;	/* NULL: no lock history */
+	int		 admin_uid;	/* changes the top level; -1: nobody */
+	/* Application locks on the lock server, per uid and node-wide. */
+	int		 plock_max_per_uid;
+	int		 plock_max_waiters_per_uid;
+	int		 plock_max_total;
+	int		 plock_max_waiters_total;
 };
 
 /* Fill with the built-in defaults. Never fails. */

@@ -99,58 +99,11 @@ ws_dir(struct fuse_file_info *fi)
 	return (struct wsdir *)(uintptr_t)fi->fh;
 }
 
-/*
- * The top level of the mount is the list of workspaces: only root may
- * change it, and names starting with '.' there belong to wsfs and wsctl.
- */
-static int
-ws_may_change(fuse_req_t req, struct inode *parent, const char *name)
-{
-	if (parent != inode_root())
-		return 0;
-	if (fuse_req_ctx(req)->uid != 0)
-		return -EACCES;
-	if (name != NULL && name[0] == '.')
-		return -EPERM;
-	return 0;
-}
-
 /* Rename and link stay inside one workspace. */
 static int
 ws_same_workspace(struct inode *a, struct inode *b)
 {
 	return a->ws == b->ws;
-}
-
-/*
- * Give a new object to the calling user, as a local filesystem would: the
- * caller's gid, or the directory's gid under a setgid directory (which the
- * kernel already applied when the daemon created it).
- */
-static int
-ws_set_owner(fuse_req_t req, int pfd, int fd, mode_t mode)
-{
-	const struct fuse_ctx	*ctx = fuse_req_ctx(req);
-	struct stat		 pst;
-	gid_t			 gid = ctx->gid;
-	char			 path[64];
-
-	if (fstatat(pfd, "", &pst, AT_EMPTY_PATH) == -1)
-		return -errno;
-	if (pst.st_mode & S_ISGID)
-		gid = (gid_t)-1;
-	if (ctx->uid == 0 && (gid == 0 || gid == (gid_t)-1))
-		return 0;
-	if (fchownat(fd, "", ctx->uid, gid,
-	    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
-		return -errno;
-	/* chown clears setuid and setgid: put back what the caller asked. */
-	if (S_ISREG(mode) && (mode & (S_ISUID | S_ISGID))) {
-		inode_procpath(fd, path, sizeof path);
-		if (chmod(path, mode & 07777) == -1)
-			return -errno;
-	}
-	return 0;
 }
 
 /* The inode number behind a name in a directory, 0 if there is none. */
@@ -536,9 +489,10 @@ ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 {
 	struct inode		*in = ws_inode(ino);
 	struct ws_change	*c;
+	int			 r;
 
-	if (in == inode_root() && fuse_req_ctx(req)->uid != 0) {
-		fuse_reply_err(req, EPERM);
+	if ((r = perm_may_change(req, in, NULL, 0)) < 0) {
+		fuse_reply_err(req, -r);
 		return;
 	}
 	if ((c = ws_change_new(req, ws_prepare_in, ws_setattr_run, NULL, NULL,
@@ -591,30 +545,6 @@ ws_readlink(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_readlink(req, out);
 }
 
-/* After creating name in parent, open it, check its type and own it. */
-static int
-ws_created(fuse_req_t req, struct inode *parent, int pfd, const char *name,
-    mode_t mode, struct fuse_entry_param *e)
-{
-	struct stat	st;
-	int		fd, r;
-
-	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
-	if (fd < 0)
-		return fd;
-	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1 ||
-	    (st.st_mode & S_IFMT) != (mode & S_IFMT)) {
-		/* Swapped for something else on the backing store. */
-		close(fd);
-		return -EIO;
-	}
-	if ((r = ws_set_owner(req, pfd, fd, mode)) < 0) {
-		close(fd);
-		return r;
-	}
-	return inode_adopt(parent, name, fd, e);
-}
-
 static int
 ws_make_run(struct ws_change *c)
 {
@@ -629,13 +559,7 @@ ws_make_run(struct ws_change *c)
 		r = pfd;
 		goto out;
 	}
-	if (S_ISDIR(mode))
-		r = mkdirat(pfd, name, mode & 07777);
-	else if (S_ISLNK(mode))
-		r = symlinkat(link, pfd, name);
-	else
-		r = mknodat(pfd, name, mode, 0);
-	r = r == -1 ? -errno : ws_created(req, p, pfd, name, mode, &e);
+	r = perm_make(req, p, pfd, name, mode, link, &e);
 	inode_fd_put(p);
 	if (r == 0)
 		glock_made(ws_inode(e.ino));
@@ -652,7 +576,7 @@ ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct ws_change	*c;
 	int			 r;
 
-	if ((r = ws_may_change(req, p, name)) < 0) {
+	if ((r = perm_may_change(req, p, name, mode)) < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
@@ -740,7 +664,7 @@ ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 	struct ws_change	*c;
 	int			 r;
 
-	if ((r = ws_may_change(req, p, name)) < 0) {
+	if ((r = perm_may_change(req, p, name, 0)) < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
@@ -821,8 +745,8 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		r = -EINVAL;
 	else if (!ws_same_workspace(p, np))
 		r = -EXDEV;
-	else if ((r = ws_may_change(req, p, name)) == 0)
-		r = ws_may_change(req, np, newname);
+	else if ((r = perm_may_change(req, p, name, 0)) == 0)
+		r = perm_may_change(req, np, newname, 0);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -874,7 +798,7 @@ ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	if (!ws_same_workspace(in, np) || in->ws_root == NULL)
 		r = -EXDEV;
 	else
-		r = ws_may_change(req, np, newname);
+		r = perm_may_change(req, np, newname, in->type);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -991,8 +915,9 @@ ws_create_run(struct ws_change *c)
 		r = pfd;
 		goto out;
 	}
+	/* Set-id bits only once it is the caller's (perm_set_owner). */
 	fd = inode_openat_beneath(pfd, name, flags | O_CREAT | O_EXCL,
-	    mode & 07777);
+	    mode & 01777);
 	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
 		/* Made meanwhile by someone else: open it if the caller may. */
 		created = 0;
@@ -1002,7 +927,7 @@ ws_create_run(struct ws_change *c)
 		r = fd;
 		fd = -1;
 	} else if (created)
-		r = ws_set_owner(req, pfd, fd, S_IFREG | (mode & 07777));
+		r = perm_set_owner(req, pfd, fd, S_IFREG | (mode & 07777));
 	inode_fd_put(p);
 	if (r == 0)
 		r = inode_from_new_fd(p, name, fd, &e);
@@ -1039,7 +964,7 @@ ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct ws_change	*c;
 	int			 r;
 
-	if ((r = ws_may_change(req, p, name)) < 0) {
+	if ((r = perm_may_change(req, p, name, S_IFREG)) < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
@@ -1502,7 +1427,7 @@ ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		r = -EPERM;
 	else if (ws_xattr_acl(name))
 		r = -EOPNOTSUPP;
-	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
+	else if (perm_may_change(req, in, NULL, 0) < 0)
 		r = -EPERM;
 	if (r < 0)
 		fuse_reply_err(req, -r);
@@ -1518,7 +1443,7 @@ ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if (in->type == S_IFLNK)
 		r = -EPERM;
-	else if (in == inode_root() && fuse_req_ctx(req)->uid != 0)
+	else if (perm_may_change(req, in, NULL, 0) < 0)
 		r = -EPERM;
 	if (r < 0)
 		fuse_reply_err(req, -r);

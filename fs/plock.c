@@ -7,18 +7,66 @@
  * the wait in wslockd and answers EINTR. POSIX locks go with close (flush
  * with the owner), flock locks with the last close of the open file.
  * fcntl and flock locks use separate keys: they do not interact, as on
- * Linux.
+ * Linux. They share the node's one session with the object locks, so each
+ * uid's locks and waits, and the node's, are capped below the session's
+ * quota on the server (plock_max_per_uid and friends): over a cap a
+ * request fails with ENOLCK, and writes keep their locks.
  */
 #include "config.h"
 
 #include <sys/file.h>
 
 #include <errno.h>
+#include <search.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "wslock.h"
 #include "wsfs.h"
+
+/*
+ * What each uid holds on the lock server through the node's one session,
+ * whose quota of locks and of waiting requests the object locks of every
+ * write need too: one user must not use it up with application locks. The
+ * ranges of each (kind, inode, owner) are mirrored as the server keeps them
+ * (a lock replaces the owner's overlap, adjacent ranges of one mode merge)
+ * and charged to the uid that took the first of them. A request that could
+ * take its uid, or the node's application locks, past a cap is refused
+ * with ENOLCK. A lock request reserves the most it can add until its
+ * answer: two ranges, when it splits one of another mode in three.
+ */
+#define PQ_GROWTH	2
+
+struct pq_range {
+	uint64_t	 start;
+	uint64_t	 end;
+	int		 mode;
+};
+
+struct pq_held {
+	ino_t		 ino;		/* const: key */
+	uint64_t	 owner;		/* const: key */
+	char		 kind;		/* const: key */
+	uid_t		 uid;		/* const: charged */
+	struct pq_range	*r;		/* sorted, disjoint; pq.lock */
+	size_t		 n;		/* pq.lock */
+};
+
+struct pq_user {
+	uid_t		 uid;		/* const: key */
+	unsigned long	 locks;		/* held and reserved; pq.lock */
+	unsigned long	 waiters;	/* pq.lock */
+};
+
+static struct {
+	pthread_mutex_t	 lock;
+	void		*held;		/* tsearch tree of pq_held */
+	void		*users;		/* tsearch tree of pq_user */
+	unsigned long	 locks;		/* the node's, held and reserved */
+	unsigned long	 waiters;
+} pq = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+};
 
 /*
  * One lock request in flight. Two references: the caller's, and the done
@@ -29,18 +77,296 @@ struct plock_wait {
 	fuse_req_t		 req;
 	struct inode		*in;		/* alive while req is */
 	int			 locking;	/* a lock, not a test */
+	/* What is asked, for the quota: const. */
+	ino_t			 ino;
+	char			 kind;
+	struct pq_range		 range;
+	uint64_t		 owner;
+	uid_t			 charged;	/* holds the reservation */
+	int			 wait;
 	uint64_t		 reqid;
-	struct glock_set	 locks;		/* the object's, at a grant */
 	pthread_mutex_t		 lock;
 	int			 refs;		/* guarded by lock */
 	int			 sent;		/* reqid valid; guarded by lock */
 	int			 interrupted;	/* guarded by lock */
+	struct glock_set	 locks;		/* the object's, at a grant */
 	/* A request that must not wait (F_SETLK, LOCK_NB): plk.lock. */
 	uint64_t		 deadline;
 	int			 expired;
 	int			 listed;
 	TAILQ_ENTRY(plock_wait)	 entry;
 };
+
+static int
+pq_held_cmp(const void *a, const void *b)
+{
+	const struct pq_held	*x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	if (x->owner != y->owner)
+		return x->owner < y->owner ? -1 : 1;
+	return x->kind - y->kind;
+}
+
+static int
+pq_user_cmp(const void *a, const void *b)
+{
+	const struct pq_user	*x = a, *y = b;
+
+	return x->uid == y->uid ? 0 : x->uid < y->uid ? -1 : 1;
+}
+
+static struct pq_held *
+pq_held_find_locked(char kind, ino_t ino, uint64_t owner)
+{
+	struct pq_held	 key = { .ino = ino, .owner = owner, .kind = kind };
+	struct pq_held	**slot;
+
+	slot = tfind(&key, &pq.held, pq_held_cmp);
+	return slot != NULL ? *slot : NULL;
+}
+
+static struct pq_user *
+pq_user_get_locked(uid_t uid)
+{
+	struct pq_user	 key = { .uid = uid }, *u, **slot;
+
+	if ((slot = tfind(&key, &pq.users, pq_user_cmp)) != NULL)
+		return *slot;
+	if ((u = calloc(1, sizeof *u)) == NULL)
+		return NULL;
+	u->uid = uid;
+	if ((slot = tsearch(u, &pq.users, pq_user_cmp)) == NULL) {
+		free(u);
+		return NULL;
+	}
+	return u;
+}
+
+/* Add delta locks and wdelta waiters to uid's count and the node's. */
+static void
+pq_charge_locked(uid_t uid, long delta, long wdelta)
+{
+	struct pq_user	*u;
+
+	if ((u = pq_user_get_locked(uid)) == NULL) {
+		/* Out of memory: the node's counts still hold. */
+		log_warn("uid %u: lock count lost (out of memory)",
+		    (unsigned)uid);
+	} else {
+		u->locks += (unsigned long)delta;
+		u->waiters += (unsigned long)wdelta;
+		if (u->locks == 0 && u->waiters == 0) {
+			tdelete(u, &pq.users, pq_user_cmp);
+			free(u);
+		}
+	}
+	pq.locks += (unsigned long)delta;
+	pq.waiters += (unsigned long)wdelta;
+}
+
+/*
+ * The owner's ranges after giving it [start, end) in mode, or taking it
+ * away (mode 0), as the server's table does it. Returns the new count with
+ * the ranges in *out, or -ENOMEM.
+ */
+static long
+pq_build(const struct pq_held *h, uint64_t start, uint64_t end, int mode,
+    struct pq_range **out)
+{
+	struct pq_range		*o, nr = { start, end, mode };
+	const struct pq_range	*r;
+	size_t			 i, n = 0, k = 0;
+	int			 put = mode == 0;
+
+	/* Only one range can split in two around the new one. */
+	if ((o = calloc((h != NULL ? h->n : 0) + 2, sizeof *o)) == NULL)
+		return -ENOMEM;
+	for (i = 0; h != NULL && i < h->n; i++) {
+		r = &h->r[i];
+		if (r->end <= start) {
+			o[n++] = *r;
+			continue;
+		}
+		if (r->start >= end) {
+			if (!put) {
+				o[n++] = nr;
+				put = 1;
+			}
+			o[n++] = *r;
+			continue;
+		}
+		if (r->start < start) {
+			o[n] = *r;
+			o[n++].end = start;
+		}
+		if (!put) {
+			o[n++] = nr;
+			put = 1;
+		}
+		if (r->end > end) {
+			o[n] = *r;
+			o[n++].start = end;
+		}
+	}
+	if (!put)
+		o[n++] = nr;
+	for (i = 0; i < n; i++) {
+		if (k > 0 && o[k - 1].end == o[i].start &&
+		    o[k - 1].mode == o[i].mode)
+			o[k - 1].end = o[i].end;
+		else
+			o[k++] = o[i];
+	}
+	*out = o;
+	return (long)k;
+}
+
+/* Make the owner's ranges o (n of them), charging the difference. */
+static void
+pq_commit_locked(struct pq_held *h, struct pq_range *o, long n)
+{
+	pq_charge_locked(h->uid, n - (long)h->n, 0);
+	free(h->r);
+	h->r = o;
+	h->n = (size_t)n;
+	if (n == 0) {
+		tdelete(h, &pq.held, pq_held_cmp);
+		free(h->r);
+		free(h);
+	}
+}
+
+static int
+pq_over_locked(uid_t uid, unsigned long locks, unsigned long waiters)
+{
+	struct pq_user	 key = { .uid = uid }, **slot;
+	unsigned long	 ul = 0, uw = 0;
+
+	if ((slot = tfind(&key, &pq.users, pq_user_cmp)) != NULL) {
+		ul = (*slot)->locks;
+		uw = (*slot)->waiters;
+	}
+	if (ul + locks > (unsigned long)wsfs.conf.plock_max_per_uid ||
+	    uw + waiters > (unsigned long)wsfs.conf.plock_max_waiters_per_uid ||
+	    pq.locks + locks > (unsigned long)wsfs.conf.plock_max_total ||
+	    pq.waiters + waiters >
+	    (unsigned long)wsfs.conf.plock_max_waiters_total) {
+		log_limited(LOG_NOTICE, "plock-cap", "uid %u holds %lu "
+		    "application locks and waits for %lu on this node (the node "
+		    "%lu and %lu): more refused with ENOLCK", (unsigned)uid, ul,
+		    uw, pq.locks, pq.waiters);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Before asking the server for a lock: reserve what it may add, charged to
+ * whoever holds the owner's ranges (the caller if no one). 0 or -ENOLCK.
+ */
+static int
+pq_reserve(struct plock_wait *pw, uid_t uid)
+{
+	struct pq_held	*h;
+	int		 r = 0;
+
+	pthread_mutex_lock(&pq.lock);
+	if ((h = pq_held_find_locked(pw->kind, pw->ino, pw->owner)) != NULL)
+		uid = h->uid;
+	if (pq_over_locked(uid, PQ_GROWTH, pw->wait ? 1 : 0))
+		r = -ENOLCK;
+	else {
+		pw->charged = uid;
+		pq_charge_locked(uid, PQ_GROWTH, pw->wait ? 1 : 0);
+	}
+	pthread_mutex_unlock(&pq.lock);
+	return r;
+}
+
+/* The server answered (status) a reserved request: settle the counts. */
+static void
+pq_answered(struct plock_wait *pw, int status)
+{
+	struct pq_held	*h, **slot;
+	struct pq_range	*o;
+	long		 n;
+
+	pthread_mutex_lock(&pq.lock);
+	pq_charge_locked(pw->charged, -PQ_GROWTH, pw->wait ? -1 : 0);
+	if (status != 0)
+		goto out;
+	if ((h = pq_held_find_locked(pw->kind, pw->ino, pw->owner)) == NULL) {
+		if ((h = calloc(1, sizeof *h)) == NULL)
+			goto lost;
+		h->ino = pw->ino;
+		h->owner = pw->owner;
+		h->kind = pw->kind;
+		h->uid = pw->charged;
+		if ((slot = tsearch(h, &pq.held, pq_held_cmp)) == NULL) {
+			free(h);
+			goto lost;
+		}
+	}
+	if ((n = pq_build(h, pw->range.start, pw->range.end, pw->range.mode,
+	    &o)) < 0) {
+		if (h->n == 0)
+			pq_commit_locked(h, NULL, 0);
+		goto lost;
+	}
+	pq_commit_locked(h, o, n);
+	goto out;
+lost:
+	log_warn("uid %u: lock not counted (out of memory)",
+	    (unsigned)pw->charged);
+out:
+	pthread_mutex_unlock(&pq.lock);
+}
+
+/*
+ * An unlock may split a range in two: past the owner's uid's cap that is
+ * refused (-ENOLCK), as POSIX allows. Otherwise the ranges are updated
+ * here, before the server is told.
+ */
+static int
+pq_unlock(char kind, ino_t ino, uint64_t owner, uint64_t start, uint64_t end)
+{
+	struct pq_held	*h;
+	struct pq_range	*o;
+	long		 n;
+	int		 r = 0;
+
+	pthread_mutex_lock(&pq.lock);
+	if ((h = pq_held_find_locked(kind, ino, owner)) == NULL)
+		goto out;
+	if ((n = pq_build(h, start, end, 0, &o)) < 0) {
+		r = (int)n;
+		goto out;
+	}
+	if (n > (long)h->n && pq_over_locked(h->uid, (unsigned long)n - h->n,
+	    0)) {
+		free(o);
+		r = -ENOLCK;
+		goto out;
+	}
+	pq_commit_locked(h, o, n);
+out:
+	pthread_mutex_unlock(&pq.lock);
+	return r;
+}
+
+/* Every range of the owner is gone (close, release). */
+static void
+pq_release(char kind, ino_t ino, uint64_t owner)
+{
+	struct pq_held	*h;
+
+	pthread_mutex_lock(&pq.lock);
+	if ((h = pq_held_find_locked(kind, ino, owner)) != NULL)
+		pq_commit_locked(h, NULL, 0);
+	pthread_mutex_unlock(&pq.lock);
+}
 
 struct plock_test;
 
@@ -141,10 +467,7 @@ plock_granted_fresh(void *arg)
 	plock_unref(pw);
 }
 
-/*
- * The object's shared lock changed hands (or did not within
- * lock_timeout); we need not keep it.
- */
+/* Worker thread: the object lock changed hands; we need not keep it. */
 static void
 plock_handed_over(void *arg, int err)
 {
@@ -174,6 +497,7 @@ plock_done(struct cluster_waiter *w, int status, uint64_t token)
 	if (pw->expired && status == -ECANCELED)
 		status = -EIO;
 	pthread_mutex_unlock(&plk.lock);
+	pq_answered(pw, status);
 	if (status == 0 && pw->locking && pw->in != NULL) {
 		glock_set_init(&pw->locks);
 		glock_set_add(&pw->locks, pw->in->ino, pw->in, 0);
@@ -202,8 +526,8 @@ plock_interrupt(fuse_req_t req, void *arg)
 
 /* Ask for a lock; the answer comes from plock_done, later if blocking. */
 static void
-plock_lock(fuse_req_t req, struct inode *in, struct wslock_range *r, int mode,
-    int sleep)
+plock_lock(fuse_req_t req, struct inode *in, char kind,
+    struct wslock_range *r, int mode, int sleep)
 {
 	struct plock_wait	*pw;
 	int			 ret;
@@ -223,6 +547,18 @@ plock_lock(fuse_req_t req, struct inode *in, struct wslock_range *r, int mode,
 	pw->req = req;
 	pw->in = in;
 	pw->locking = 1;
+	pw->ino = in->ino;
+	pw->kind = kind;
+	pw->range.start = r->start;
+	pw->range.end = r->end;
+	pw->range.mode = mode;
+	pw->owner = r->owner;
+	pw->wait = sleep;
+	if ((ret = pq_reserve(pw, fuse_req_ctx(req)->uid)) < 0) {
+		fuse_reply_err(req, -ret);
+		free(pw);
+		return;
+	}
 	pw->refs = 2;
 	pthread_mutex_init(&pw->lock, NULL);
 	if (sleep)
@@ -250,6 +586,7 @@ plock_lock(fuse_req_t req, struct inode *in, struct wslock_range *r, int mode,
 	pthread_mutex_unlock(&pw->lock);
 	if (ret < 0) {
 		/* No done callback will come: answer and drop its reference. */
+		pq_answered(pw, ret);
 		plock_reply(pw, ret);
 		plock_unref(pw);
 	} else
@@ -264,6 +601,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	struct wslock_range	r;
 	char			key[64];
 	uint64_t		start, end;
+	int			ret;
 
 	if (lk->l_start < 0 || lk->l_len < 0) {
 		fuse_reply_err(req, EINVAL);
@@ -273,12 +611,14 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	end = lk->l_len == 0 ? WSLOCK_EOF : start + (uint64_t)lk->l_len;
 	plock_range('p', in, fi->lock_owner, start, end, key, sizeof key, &r);
 	if (lk->l_type == F_UNLCK) {
-		fuse_reply_err(req, -wslock_unlock(cluster_handle(), &r));
+		if ((ret = pq_unlock('p', in->ino, r.owner, start, end)) == 0)
+			ret = wslock_unlock(cluster_handle(), &r);
+		fuse_reply_err(req, -ret);
 		cluster_wake();
 		return;
 	}
 	ws_file_lock_owner(fi, fi->lock_owner);
-	plock_lock(req, in, &r, lk->l_type == F_RDLCK ? WSLOCK_SHARED :
+	plock_lock(req, in, 'p', &r, lk->l_type == F_RDLCK ? WSLOCK_SHARED :
 	    WSLOCK_EXCLUSIVE, sleep);
 }
 
@@ -414,11 +754,12 @@ plock_flock(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	plock_range('f', in, fi->lock_owner, 0, WSLOCK_EOF, key, sizeof key,
 	    &r);
 	if ((op & ~LOCK_NB) == LOCK_UN) {
+		pq_release('f', in->ino, r.owner);
 		fuse_reply_err(req, -wslock_unlock(cluster_handle(), &r));
 		cluster_wake();
 		return;
 	}
-	plock_lock(req, in, &r, (op & LOCK_SH) ? WSLOCK_SHARED :
+	plock_lock(req, in, 'f', &r, (op & LOCK_SH) ? WSLOCK_SHARED :
 	    WSLOCK_EXCLUSIVE, !(op & LOCK_NB));
 }
 
@@ -433,6 +774,7 @@ plock_release_owner(struct inode *in, uint64_t owner, int flock)
 		return;
 	plock_range(flock ? 'f' : 'p', in, owner, 0, WSLOCK_EOF, key,
 	    sizeof key, &r);
+	pq_release(flock ? 'f' : 'p', in->ino, owner);
 	(void)wslock_unlock(cluster_handle(), &r);
 	cluster_wake();
 }

@@ -214,6 +214,13 @@ void		 glock_stats(unsigned long *count, unsigned long *idle);
 
 /* perm.c */
 /*
+ * May the caller change dir's entries (name, making type, or 0), or with
+ * name NULL dir itself? 0, or -EPERM at the top level of the mount for
+ * everyone but admin_uid.
+ */
+int		 perm_may_change(fuse_req_t req, struct inode *dir,
+		     const char *name, mode_t type);
+/*
  * Open name in pfd, found there by an O_CREAT open that did not make it,
  * if the caller may open it with flags; a regular file only. Returns the
  * open fd or -errno (-EACCES, -EISDIR, -ELOOP, ...).
@@ -229,6 +236,20 @@ int		 perm_open_existing(fuse_req_t req, int pfd, const char *name,
  */
 void		 perm_write_kill_priv(fuse_req_t req, int fd);
 int		 perm_write_kills_priv(int fd, int flags, int direct);
+/*
+ * Give a file just made as fd in pfd (the daemon's) to the caller, with
+ * mode, as a local filesystem would. 0 or -errno.
+ */
+int		 perm_set_owner(fuse_req_t req, int pfd, int fd, mode_t mode);
+/*
+ * Make name in parent (open as pfd) for the caller: a directory, FIFO,
+ * socket, regular file (mode) or symlink to link, owned by the caller with
+ * its final mode before it appears at name; then enter it into the table
+ * and fill e. 0 or -errno (-EEXIST if name is taken).
+ */
+int		 perm_make(fuse_req_t req, struct inode *parent, int pfd,
+		     const char *name, mode_t mode, const char *link,
+		     struct fuse_entry_param *e);
 
 /* plock.c */
 void		 plock_setlk(fuse_req_t req, struct inode *in,

@@ -21,6 +21,8 @@ first breach and otherwise runs a fixed number of rounds, so a pass never
 depends on timing.
 """
 import errno
+import fcntl
+import json
 import os
 import select
 import signal
@@ -30,7 +32,8 @@ import time
 
 import pytest
 
-from wsfstest import WSLOCKD, USER_GID, USER_UID, call_as
+from wsfstest import (RENAME_EXCHANGE, WSCTL, WSLOCKD, USER_GID, USER_UID,
+                      call_as, renameat2, wait_for)
 
 U, G = USER_UID, USER_GID
 SECRET = b"ROOT-ONLY-SECRET\n"
@@ -51,9 +54,10 @@ def userdir(path, uid=U, gid=G, mode=0o755):
 class Racer:
     """fn() called in a loop in a forked root process until stop() (which
     sends SIGTERM); fn may return a string, which ends the loop and is
-    reported as a breach."""
+    reported as a breach (and creates the file flag, if given, so that the
+    other side can stop early)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, flag=None):
         self.fn = fn
         r, w = os.pipe()
         self.pid = os.fork()
@@ -65,6 +69,8 @@ class Racer:
                     msg = fn()
                     if msg:
                         os.write(w, msg.encode()[:4000])
+                        if flag:
+                            open(flag, "w").close()
                         break
             except BaseException as e:  # report, never hang the parent
                 os.write(w, f"racer error: {e!r}".encode())
@@ -145,20 +151,23 @@ def lockd_factory(tmp_path):
         lk.stop()
 
 
-def user_loop(rounds, once):
+def user_loop(rounds, once, flag=None):
     """In a child as uid 1000: call once() up to rounds times; stop at the
-    first string it returns and give it back with the round number."""
+    first string it returns and give it back with the round number, or
+    when the file flag appears."""
     def loop():
         for i in range(rounds):
             msg = once()
             if msg:
                 return f"round {i}: {msg}"
+            if flag and i % 16 == 0 and os.path.exists(flag):
+                return None
         return None
     return loop
 
 
-# Rounds of each user loop: on the old code a race of findings 1 and 8 was
-# won within the first few hundred.
+# Rounds of each user loop: on the old code the race of finding 1 was won
+# within the first few hundred, that of finding 8 within a thousand.
 ROUNDS = 1000
 NOCACHE = {"entry_timeout": 0, "attr_timeout": 0}
 
@@ -335,3 +344,584 @@ def test_append_write_with_lockd_clears_setid_like_native(lockd_factory,
     os.mkdir(d)
     want = kill_modes(native, os.O_APPEND)
     assert kill_modes(d, os.O_APPEND) == want
+
+
+# --- 8. new objects go to their creator, and only they ---------------------
+
+MAKE_CASES = {
+    "dir": (lambda p: os.mkdir(p, 0o755), os.rmdir),
+    "fifo": (lambda p: os.mkfifo(p, 0o644), os.unlink),
+    "symlink": (lambda p: os.symlink("target", p), os.unlink),
+    "file": (lambda p: os.mknod(p, stat.S_IFREG | 0o644), os.unlink),
+}
+
+
+def make_victim(base, kind):
+    """Root's object of the kind, at base/park; for all but a directory a
+    second link base/keep holds the inode whatever happens to park."""
+    park = j(base, "park")
+    if kind == "dir":
+        os.mkdir(park, 0o700)
+        with open(j(park, "secret"), "wb") as f:
+            f.write(SECRET)
+    elif kind == "fifo":
+        os.mkfifo(park, 0o600)
+    elif kind == "symlink":
+        os.symlink("/root/secret", park)
+    else:
+        with open(park, "wb") as f:
+            f.write(SECRET)
+        os.chmod(park, 0o600)
+    keep = park
+    if kind != "dir":
+        keep = j(base, "keep")
+        os.link(park, keep, follow_symlinks=False)
+    return park, keep
+
+
+def spoil_stage(m):
+    """Make SOURCE/.wsfs-new unusable (someone else's, writable by all),
+    so that wsfs must make new objects in a stage of their own inside the
+    parent directory, as for a parent it cannot reach by rename."""
+    os.mkdir(m.src(".wsfs-new"), 0o777)
+    os.chmod(m.src(".wsfs-new"), 0o777)
+    os.chown(m.src(".wsfs-new"), U, G)
+
+
+@pytest.mark.parametrize("kind,stage", [(k, "global") for k in
+                                        sorted(MAKE_CASES)] +
+                         [("dir", "local")])
+def test_new_object_owned_by_creator_only(mount_factory, kind, stage):
+    """uid 1000 makes and removes an object through the mount while a root
+    racer exchanges its name on the backing store with root's object of the
+    same type and back. The old code made the object, then opened it by
+    name to give it to the caller, and so gave root's object to uid 1000."""
+    make, remove = MAKE_CASES[kind]
+    m = mount_factory(workspaces=("ws1",), opts=NOCACHE)
+    if stage == "local":
+        spoil_stage(m)
+    d = userdir(m.src("ws1", "d"))
+    park, keep = make_victim(m.base, kind)
+    # Root's object wherever it is moved: what the test checks.
+    vfd = os.open(park, os.O_PATH | os.O_NOFOLLOW)
+    victim = os.fstat(vfd)
+    name = j(d, "new")
+    mnt_name = m.path("ws1", "d", "new")
+
+    def swap():
+        try:
+            renameat2(name, park, RENAME_EXCHANGE)
+        except OSError:
+            return None
+        for _ in range(500):
+            pass
+        # Put root's object back at park, wherever the user's went.
+        for p in (name, park):
+            try:
+                if os.lstat(p).st_ino == victim.st_ino and p == name:
+                    renameat2(name, park, RENAME_EXCHANGE)
+            except OSError:
+                pass
+        st = os.fstat(vfd)
+        if (st.st_uid, st.st_gid, st.st_mode) != \
+                (victim.st_uid, victim.st_gid, victim.st_mode):
+            return (f"root's {kind} now uid {st.st_uid} gid {st.st_gid} "
+                    f"mode {stat.filemode(st.st_mode)}")
+        if kind != "dir":
+            try:
+                if os.lstat(park).st_ino != victim.st_ino:
+                    os.unlink(park)
+            except FileNotFoundError:
+                pass
+            try:
+                os.link(keep, park, follow_symlinks=False)
+            except FileExistsError:
+                pass
+        return None
+
+    # EACCES: a lookup that saw the name moved out of the workspace while
+    # it walked (openat2's EXDEV) refuses it.
+    ok = {errno.EEXIST, errno.ENOENT, errno.ENOTEMPTY, errno.ENOTDIR,
+          errno.EISDIR, errno.EACCES, errno.EXDEV}
+
+    def once():
+        for fn in (make, remove):
+            try:
+                fn(mnt_name)
+            except OSError as e:
+                if e.errno not in ok:
+                    return f"{fn.__name__}: " + \
+                        errno.errorcode.get(e.errno, str(e.errno))
+        return None
+
+    flag = j(m.base, "breach")
+    racer = Racer(swap, flag)
+    try:
+        res = call_as(U, G, user_loop(3 * ROUNDS, once, flag))
+    finally:
+        rmsg = racer.stop()
+    st = os.fstat(vfd)
+    os.close(vfd)
+    assert not rmsg, rmsg
+    assert not res, res
+    assert (st.st_uid, st.st_gid) == (0, 0)
+    if stage == "global":
+        st = os.lstat(m.src(".wsfs-new"))
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700)
+        assert os.listdir(m.src(".wsfs-new")) == []
+    assert [n for n in os.listdir(d) if n.startswith(".wsfs")] == []
+
+
+SETID_MAKERS = {
+    "mknod": lambda p: os.mknod(p, stat.S_IFREG | 0o6755),
+    "create": lambda p: os.close(os.open(p, os.O_CREAT | os.O_EXCL |
+                                         os.O_WRONLY, 0o6755)),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SETID_MAKERS))
+def test_new_setid_file_never_root_owned(mount_factory, how):
+    """A file made with setuid and setgid through the mount shows them only
+    once it belongs to its creator: a root racer on the backing store
+    watching the name never sees a root-owned set-id file (which another
+    node's agent could hard-link away before the chown). The old code made
+    it with the bits, as root, and gave it away after."""
+    make = SETID_MAKERS[how]
+    m = mount_factory(workspaces=("ws1",), opts=NOCACHE)
+    d = userdir(m.src("ws1", "d"))
+    name = j(d, "new")
+    mnt_name = m.path("ws1", "d", "new")
+
+    def watch():
+        try:
+            st = os.lstat(name)
+        except OSError:
+            return None
+        if st.st_uid == 0 and st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+            return f"root-owned {stat.filemode(st.st_mode)} at the name"
+        return None
+
+    def once():
+        make(mnt_name)
+        st = os.lstat(mnt_name)
+        os.unlink(mnt_name)
+        if (st.st_uid, stat.S_IMODE(st.st_mode)) != (U, 0o6755):
+            return f"made uid {st.st_uid} mode {oct(st.st_mode)}"
+        return None
+
+    flag = j(m.base, "breach")
+    racer = Racer(watch, flag)
+    try:
+        res = call_as(U, G, user_loop(ROUNDS, once, flag))
+    finally:
+        rmsg = racer.stop()
+    assert not rmsg, rmsg
+    assert not res, res
+
+
+def test_unusable_stage_refused(mount_factory):
+    """A SOURCE/.wsfs-new that others may write to is never used: objects
+    are then staged inside their own directory, come out right, and leave
+    nothing behind there."""
+    m = mount_factory(workspaces=("ws1",))
+    spoil_stage(m)
+    d = userdir(m.src("ws1", "d"))
+    sg = userdir(m.src("ws1", "d", "sg"), gid=SUPP, mode=0o2775)
+    md = m.path("ws1", "d")
+
+    def work():
+        os.mkdir(j(md, "dir"), 0o750)
+        os.mkfifo(j(md, "fifo"), 0o640)
+        os.symlink("dir", j(md, "link"))
+        os.mknod(j(md, "file"), stat.S_IFREG | 0o4750)
+        os.mkdir(j(md, "sg", "sub"), 0o755)
+    call_as(U, G, work, groups=(SUPP,))
+    got = {n: (os.lstat(j(d, n)).st_uid, os.lstat(j(d, n)).st_gid,
+               oct(stat.S_IMODE(os.lstat(j(d, n)).st_mode)))
+           for n in ("dir", "fifo", "link", "file")}
+    assert got == {"dir": (U, G, "0o750"), "fifo": (U, G, "0o640"),
+                   "link": (U, G, "0o777"), "file": (U, G, "0o4750")}
+    st = os.lstat(j(sg, "sub"))
+    assert (st.st_uid, st.st_gid, oct(stat.S_IMODE(st.st_mode))) == \
+        (U, SUPP, "0o2755")
+    assert sorted(os.listdir(d)) == ["dir", "fifo", "file", "link", "sg"]
+    assert sorted(os.listdir(sg)) == ["sub"]
+    assert os.listdir(m.src(".wsfs-new")) == []
+    assert "staged in their own directory" in m.log()
+
+
+# --- 9. the top level is the admin's ----------------------------------------
+
+def top_state(m):
+    """What a change at the top level would touch: SOURCE's entries, its
+    mode, owner, times and xattrs."""
+    st = os.stat(m.source)
+    return (sorted(os.listdir(m.source)), oct(st.st_mode), st.st_uid,
+            st.st_mtime_ns, st.st_ctime_ns, sorted(os.listxattr(m.source)))
+
+
+TOP_CHANGES = {
+    "mkdir": lambda m: os.mkdir(m.path("new")),
+    "create": lambda m: os.close(os.open(m.path("new"), os.O_CREAT |
+                                         os.O_WRONLY, 0o644)),
+    "mknod": lambda m: os.mkfifo(m.path("new")),
+    "symlink": lambda m: os.symlink("ws1", m.path("new")),
+    "rename": lambda m: os.rename(m.path("ws1"), m.path("new")),
+    "exchange": lambda m: renameat2(m.path("ws1"), m.path("ws2"),
+                                    RENAME_EXCHANGE),
+    "rmdir": lambda m: os.rmdir(m.path("ws2")),
+    "chmod-root": lambda m: os.chmod(m.mnt, 0o777),
+    "chown-root": lambda m: os.chown(m.mnt, U, -1),
+    "utime-root": lambda m: os.utime(m.mnt, (0, 0)),
+    "setxattr-root": lambda m: os.setxattr(m.mnt, "user.new", b"1"),
+    "removexattr-root": lambda m: os.removexattr(m.mnt, "user.old"),
+}
+# Only directories are workspaces: not even the admin makes anything else.
+NOT_WORKSPACES = ("create", "mknod", "symlink")
+
+
+def top_mount(mount_factory, **opts):
+    m = mount_factory(workspaces=("ws1", "ws2"), opts=opts)
+    os.setxattr(m.source, "user.old", b"1")
+    return m
+
+
+@pytest.mark.parametrize("op", sorted(TOP_CHANGES))
+def test_top_level_refused_to_root(mount_factory, op):
+    """Without admin_uid nobody changes the top level through the mount,
+    root (a container's root reaching the mount) included: workspaces are
+    made and removed with wsctl on SOURCE. The old code let root rename and
+    remove other workspaces, and left a refused symlink, FIFO or file
+    behind in SOURCE."""
+    m = top_mount(mount_factory)
+    before = top_state(m)
+    with pytest.raises(OSError) as ei:
+        TOP_CHANGES[op](m)
+    assert ei.value.errno == errno.EPERM, ei.value
+    assert top_state(m) == before
+    assert sorted(os.listdir(m.mnt)) == ["ws1", "ws2"]
+
+
+@pytest.mark.parametrize("op", sorted(TOP_CHANGES))
+def test_top_level_changed_by_admin_uid(mount_factory, op):
+    """With admin_uid=0, root changes the top level; still only with
+    directories, and a refused one leaves nothing in SOURCE."""
+    m = top_mount(mount_factory, admin_uid=0)
+    before = top_state(m)
+    if op in NOT_WORKSPACES:
+        with pytest.raises(OSError) as ei:
+            TOP_CHANGES[op](m)
+        assert ei.value.errno == errno.EPERM, ei.value
+        assert top_state(m) == before
+        return
+    TOP_CHANGES[op](m)
+    assert top_state(m) != before
+
+
+def test_top_level_admin_uid_is_that_uid_only(mount_factory):
+    """admin_uid names one uid: another root-free user is refused by the
+    kernel (SOURCE is root's 0755), and a SOURCE made group-writable for
+    the admin's group lets the admin in, no one else."""
+    m = top_mount(mount_factory, admin_uid=U)
+    os.chown(m.source, 0, SUPP)
+    os.chmod(m.source, 0o775)
+    assert call_as(U + 1, G, lambda: outcome_errno(os.mkdir, m.path("x")),
+                   groups=(SUPP,)) == errno.EPERM
+    assert call_as(0, 0, lambda: outcome_errno(os.mkdir, m.path("y"))) == \
+        errno.EPERM
+    assert call_as(U, G, lambda: outcome_errno(os.mkdir, m.path("z")),
+                   groups=(SUPP,)) == 0
+    assert "z" in os.listdir(m.source) and "x" not in os.listdir(m.source)
+
+
+def outcome_errno(fn, *args):
+    try:
+        fn(*args)
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+# --- 4. one uid cannot use up the node's locks ------------------------------
+
+OTHER = 1001         # a second user of the mount
+PLOCK_MAX_PER_UID = 4096          # the defaults of wsfs.conf(5)
+PLOCK_MAX_WAITERS_PER_UID = 256
+
+
+def lockd_items(lk, kind):
+    """The holders or waiters (kind) wslockd lists, all sessions."""
+    r = subprocess.run([WSCTL, "locks", "--lockd", lk.addr, "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [i for i in json.loads(r.stdout) if i["type"] == kind]
+
+
+def own_file(m, uid, name):
+    d = userdir(m.src("ws1", f"u{uid}"), uid=uid, gid=uid)
+    p = j(d, name)
+    with open(p, "wb") as f:
+        f.write(b"x" * 100)
+    os.chown(p, uid, uid)
+    return m.path("ws1", f"u{uid}", name)
+
+
+def others_lock_and_write(m):
+    """uid OTHER writes a new file and takes a lock through the mount."""
+    p = own_file(m, OTHER, "lockme")
+
+    def work():
+        q = j(os.path.dirname(p), "written")
+        with open(q, "wb") as f:
+            f.write(b"still writable\n")
+        with open(p, "r+b") as f:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            fcntl.lockf(f, fcntl.LOCK_UN, 1, 0)
+        with open(q, "rb") as f:
+            return f.read()
+    return call_as(OTHER, OTHER, work)
+
+
+class Holder:
+    """fn(*args) run as uid in a forked child that then stays, keeping what
+    it took (locks, waits), until release(). result() is what fn returned
+    (JSON-able), or an OSError's errno name."""
+
+    def __init__(self, uid, fn, *args):
+        r, w = os.pipe()
+        cr, cw = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(r)
+            os.close(cw)
+            try:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                res = fn(*args)
+            except OSError as e:
+                res = errno.errorcode.get(e.errno, str(e.errno))
+            except BaseException as e:
+                res = repr(e)
+            os.write(w, json.dumps(res).encode())
+            os.close(w)
+            os.read(cr, 1)
+            os._exit(0)
+        os.close(w)
+        os.close(cr)
+        self.r, self.cw = r, cw
+
+    def result(self):
+        data = b""
+        while True:
+            chunk = os.read(self.r, 65536)
+            if not chunk:
+                break
+            data += chunk
+        return json.loads(data.decode())
+
+    def release(self):
+        os.close(self.cw)
+        os.close(self.r)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
+
+
+def take_locks(p, n):
+    """Take up to n one-byte locks on p, every other byte (so that no two
+    merge), F_SETLK; return how many and the errno that stopped it. The
+    file stays open, so the locks stay held."""
+    global held_file
+    held_file = open(p, "r+b")
+    for i in range(n):
+        try:
+            fcntl.lockf(held_file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 2 * i)
+        except OSError as e:
+            return [i, errno.errorcode.get(e.errno, str(e.errno))]
+    return [n, None]
+
+
+def test_plock_cap_per_uid_keeps_locks_for_others(lockd_factory,
+                                                    mount_factory):
+    """uid 1000 takes byte-range locks, one range each, until refused. The
+    lock server gives the node's session a little more than the per-uid
+    cap (plock_max_per_uid, default 4096): uid 1000 is refused (ENOLCK) at
+    its cap, and uid 1001 still locks and writes. Without the cap uid 1000
+    used up the whole session, and every other lock and write of the node
+    failed."""
+    lk = lockd_factory(["--max-locks", str(PLOCK_MAX_PER_UID + 200)])
+    m = mount_factory(workspaces=("ws1",), opts={"lockd": lk.addr})
+    p = own_file(m, U, "many")
+    h = Holder(U, take_locks, p, PLOCK_MAX_PER_UID + 400)
+    try:
+        taken, err = h.result()
+        assert err == "ENOLCK", (taken, err)
+        assert others_lock_and_write(m) == b"still writable\n"
+        assert PLOCK_MAX_PER_UID - PQ_GROWTH <= taken <= PLOCK_MAX_PER_UID
+    finally:
+        h.release()
+    # Closing gave them all back: uid 1000 may lock again.
+    assert wait_for(lambda: len(lockd_items(lk, "holder")) < 10, 30)
+    h = Holder(U, take_locks, p, 10)
+    try:
+        assert h.result() == [10, None]
+    finally:
+        h.release()
+
+
+PQ_GROWTH = 2        # what a lock request reserves until its answer
+
+
+def hold_whole(*paths):
+    """Lock each file whole, exclusively; keep the files open."""
+    global held_files
+    held_files = [open(p, "r+b") for p in paths]
+    for f in held_files:
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return "held"
+
+
+def wait_in_threads(p, n, log):
+    """Start n threads that each wait (F_SETLKW) for a whole-file lock on
+    p; each appends its outcome to the file log when it ends."""
+    import threading
+
+    global waiting_file
+    waiting_file = open(p, "r+b")
+
+    def one():
+        try:
+            fcntl.lockf(waiting_file, fcntl.LOCK_EX)
+            res = "ok"
+        except OSError as e:
+            res = errno.errorcode.get(e.errno, str(e.errno))
+        with open(log, "a") as f:
+            f.write(res + "\n")
+    for _ in range(n):
+        threading.Thread(target=one, daemon=True).start()
+    return "started"
+
+
+def outcomes(log):
+    try:
+        with open(log) as f:
+            return f.read().split()
+    except FileNotFoundError:
+        return []
+
+
+def test_plock_waiters_capped_per_uid(lockd_factory, mount_factory):
+    """uid 1000 queues blocking lock requests (F_SETLKW) on a file root
+    holds, more than plock_max_waiters_per_uid (default 256) and more than
+    the lock server lets the node's session wait for: past its cap each is
+    refused with ENOLCK at once, and uid 1001 can still wait for a lock and
+    gets it. Without the cap uid 1000 took every waiting slot of the
+    session, and uid 1001's wait failed."""
+    cap = PLOCK_MAX_WAITERS_PER_UID
+    lk = lockd_factory(["--max-waiters", str(cap + 4)])
+    m = mount_factory(workspaces=("ws1",), opts={"lockd": lk.addr})
+    f = own_file(m, U, "contended")
+    g = own_file(m, OTHER, "later")
+    for p in (m.src("ws1", f"u{U}", "contended"),
+              m.src("ws1", f"u{OTHER}", "later")):
+        os.chmod(p, 0o666)
+    alog, blog = j(m.base, "a.log"), j(m.base, "b.log")
+    for log in (alog, blog):
+        open(log, "w").close()
+        os.chmod(log, 0o666)
+    root = Holder(0, hold_whole, f, g)
+    a = b = None
+    try:
+        assert root.result() == "held"
+        n = cap + 14
+        a = Holder(U, wait_in_threads, f, n, alog)
+        assert a.result() == "started"
+        # Every request of uid 1000 is either waiting on the server or
+        # refused.
+        assert wait_for(lambda: len(lockd_items(lk, "waiter")) +
+                        len(outcomes(alog)) == n, 120), \
+            (len(lockd_items(lk, "waiter")), outcomes(alog))
+        waiting = len(lockd_items(lk, "waiter"))
+        b = Holder(OTHER, wait_in_threads, g, 1, blog)
+        assert b.result() == "started"
+        assert wait_for(lambda: outcomes(blog) or
+                        len(lockd_items(lk, "waiter")) == waiting + 1, 60)
+        assert outcomes(blog) == [], "uid 1001 could not wait for a lock"
+        assert outcomes(alog) == ["ENOLCK"] * (n - cap)
+        root.release()
+        root = None
+        assert wait_for(lambda: outcomes(blog), 60) == ["ok"]
+    finally:
+        for h in (b, a, root):
+            if h is not None:
+                h.release()
+
+
+def split_by_unlocks(p, n):
+    """Lock p whole, then unlock every other byte, each unlock splitting
+    a range in two, up to n times; return how many and what stopped it."""
+    global split_file
+    split_file = open(p, "r+b")
+    fcntl.lockf(split_file, fcntl.LOCK_EX | fcntl.LOCK_NB, 0, 0)
+    for i in range(n):
+        try:
+            fcntl.lockf(split_file, fcntl.LOCK_UN, 1, 2 * i + 1)
+        except OSError as e:
+            return [i, errno.errorcode.get(e.errno, str(e.errno))]
+    return [n, None]
+
+
+def take_adjacent(p, n):
+    """Take n one-byte locks side by side, all exclusive: the server merges
+    them into one range, so no cap is reached. Return how many."""
+    global adjacent_file
+    adjacent_file = open(p, "r+b")
+    for i in range(n):
+        try:
+            fcntl.lockf(adjacent_file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, i)
+        except OSError as e:
+            return [i, errno.errorcode.get(e.errno, str(e.errno))]
+    return [n, None]
+
+
+def test_plock_caps_configured(lockd_factory, mount_factory):
+    """plock_max_per_uid and plock_max_total as set: a uid stops at its cap,
+    all uids together at the node's, an unlock that would split a range
+    past the cap is refused too, and a closed file gives its locks back."""
+    lk = lockd_factory()
+    m = mount_factory(workspaces=("ws1",), opts={
+        "lockd": lk.addr, "plock_max_per_uid": 10, "plock_max_total": 16})
+    pa, pb = own_file(m, U, "a"), own_file(m, OTHER, "b")
+    a = Holder(U, take_locks, pa, 100)
+    b = None
+    try:
+        ta, ea = a.result()
+        assert ea == "ENOLCK" and 10 - PQ_GROWTH <= ta <= 10, (ta, ea)
+        b = Holder(OTHER, take_locks, pb, 100)
+        tb, eb = b.result()
+        assert eb == "ENOLCK" and ta + tb <= 16, (ta, tb, eb)
+        b.release()
+        b = Holder(OTHER, split_by_unlocks, pb, 100)
+        # 16 - ta may split one lock into at most that many ranges.
+        ts, es = b.result()
+        assert es == "ENOLCK" and ta + ts + 1 <= 16, (ta, ts, es)
+    finally:
+        for h in (a, b):
+            if h is not None:
+                h.release()
+    a = Holder(U, take_locks, pa, 5)
+    try:
+        assert a.result() == [5, None]
+    finally:
+        a.release()
+    # Ranges that merge count once, as on the server.
+    a = Holder(U, take_adjacent, pa, 100)
+    try:
+        assert a.result() == [100, None]
+        assert len([i for i in lockd_items(lk, "holder")
+                    if i["owner"] != 1]) == 1
+    finally:
+        a.release()
