@@ -12,16 +12,18 @@ fs_wsfs_LDADD = fs/libwscommon.a lockd/libwsutil.a lockd/libwslock.a \
 dist_man_MANS += fs/wsfs.8 fs/wsfs.conf.5
 
 # libwscommon: what wsfs shares with wsctl: the configuration, scratch
-# workspaces, the sweeper and the no-symlink path opener. Its users link
-# lockd/libwsutil.a after it (logging).
+# workspaces, the sweeper, safe tree removal and the no-symlink opener.
+# Its users link lockd/libwsutil.a after it (logging). Who calls whom:
+# sweep -> scratch, rmtree; scratch -> rmtree, nofollow; rmtree ->
+# nofollow; conf and nofollow are leaves.
 noinst_LIBRARIES += fs/libwscommon.a
 fs_libwscommon_a_SOURCES = fs/conf.c fs/conf.h fs/scratch.c fs/scratch.h \
-	fs/sweep.c fs/sweep.h fs/nofollow.c fs/nofollow.h
+	fs/sweep.c fs/sweep.h fs/rmtree.c fs/rmtree.h fs/nofollow.c \
+	fs/nofollow.h
 fs_libwscommon_a_CPPFLAGS = $(LOCKD_INC)
-fs_libwscommon_a_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UUID_CFLAGS) \
-	$(URING_CFLAGS)
+fs_libwscommon_a_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UUID_CFLAGS)
 WSCOMMON_LIBS = fs/libwscommon.a lockd/libwsutil.a $(INIH_LIBS) \
-	$(UUID_LIBS) $(URING_LIBS) -lpthread
+	$(UUID_LIBS) -lpthread
 
 if HAVE_CMOCKA
 UNIT_TESTS += tests/unit/test_symlink tests/unit/test_conf
@@ -43,9 +45,13 @@ tests_unit_test_inode_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(INIH_CFLAGS) \
 	$(CMOCKA_CFLAGS)
 tests_unit_test_inode_LDADD = $(WSCOMMON_LIBS) $(FUSE_LIBS) $(CMOCKA_LIBS)
 
-UNIT_TESTS += tests/unit/test_sweep
-check_PROGRAMS += tests/unit/test_sweep
-tests_unit_test_sweep_SOURCES = tests/unit/test_sweep.c
+UNIT_TESTS += tests/unit/test_rmtree tests/unit/test_sweep
+check_PROGRAMS += tests/unit/test_rmtree tests/unit/test_sweep
+tests_unit_test_rmtree_SOURCES = tests/unit/test_rmtree.c tests/unit/tbase.h
+tests_unit_test_rmtree_CPPFLAGS = $(FS_INC)
+tests_unit_test_rmtree_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_rmtree_LDADD = $(WSCOMMON_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_sweep_SOURCES = tests/unit/test_sweep.c tests/unit/tbase.h
 tests_unit_test_sweep_CPPFLAGS = $(FS_INC)
 tests_unit_test_sweep_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_sweep_LDADD = $(WSCOMMON_LIBS) $(CMOCKA_LIBS)

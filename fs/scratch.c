@@ -14,13 +14,11 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +29,8 @@
 
 #include "log.h"
 #include "nofollow.h"
+#include "rmtree.h"
 #include "scratch.h"
-#include "sweep.h"
 
 #define USE_BUCKETS	256
 #define USE_PRUNE_AT	1024	/* entries before idle ones are dropped */
@@ -256,22 +254,6 @@ scratch_meta_format(const struct scratch_meta *m, char *buf, size_t len)
 	return n;
 }
 
-static int
-open_dir_beneath(int dirfd, const char *name)
-{
-	struct open_how	how;
-	long		fd;
-
-	memset(&how, 0, sizeof how);
-	how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-	    RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
-	do
-		fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
-	while (fd < 0 && errno == EAGAIN);
-	return fd < 0 ? -errno : (int)fd;
-}
-
 /* Only root or we may own a directory the sweeper trusts. */
 static int
 dir_trusted(int fd, const char *what)
@@ -321,7 +303,7 @@ scratch_base_open(const char *path, int flags, struct scratch_base **out)
 		r = -errno;
 		goto fail;
 	}
-	if ((sb->meta_fd = open_dir_beneath(sb->base_fd,
+	if ((sb->meta_fd = nofollow_open_beneath(sb->base_fd,
 	    SCRATCH_META_DIR)) < 0) {
 		r = sb->meta_fd;
 		goto fail;
@@ -576,7 +558,7 @@ scratch_create(struct scratch_base *sb, enum scratch_lifetime lt, uid_t uid,
 		r = -errno;
 		goto fail;
 	}
-	if ((fd = open_dir_beneath(sb->base_fd, m.id)) < 0) {
+	if ((fd = nofollow_open_beneath(sb->base_fd, m.id)) < 0) {
 		r = fd;
 		goto fail_dir;
 	}
@@ -662,7 +644,7 @@ scratch_retire(struct scratch_base *sb, const char *id, char *trash,
 	if (!scratch_id_valid(id) || trashlen < 300)
 		return -EINVAL;
 	trash[0] = '\0';
-	r = sweep_trash_move(sb->base_fd, id, trash, trashlen);
+	r = rmtree_trash_move(sb->base_fd, id, trash, trashlen);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	drop_metadata(sb, id);

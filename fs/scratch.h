@@ -102,7 +102,7 @@ int	scratch_in_use(struct scratch_base *sb, const char *id);
 /*
  * With ID's LOCK_EX held: rename the workspace into the trash and drop
  * its metadata. The trash entry's name goes to trash (>= 300 bytes); the
- * caller then releases the lock and calls sweep_trash_delete().
+ * caller then releases the lock and calls rmtree_trash_delete().
  * A missing directory is fine (trash is then "").
  */
 int	scratch_retire(struct scratch_base *sb, const char *id, char *trash,

@@ -27,8 +27,8 @@
 #include "conf.h"
 #include "json.h"
 #include "log.h"
+#include "rmtree.h"
 #include "scratch.h"
-#include "sweep.h"
 #include "wsctl.h"
 
 static int	sc_create(int, char **);
@@ -420,7 +420,7 @@ sc_end(int argc, char **argv)
 {
 	struct scratch_base	*sb = NULL;
 	struct scratch_meta	 m;
-	struct sweep_stats	 st;
+	struct rmtree_stats	 st;
 	struct sc_opts		 o;
 	char			 trash[320];
 	int			 fd = -1, r, ret;
@@ -466,12 +466,12 @@ sc_end(int argc, char **argv)
 	close(fd);
 	fd = -1;
 	memset(&st, 0, sizeof st);
-	r = trash[0] != '\0' ? sweep_trash_delete(scratch_base_fd(sb), trash,
+	r = trash[0] != '\0' ? rmtree_trash_delete(scratch_base_fd(sb), trash,
 	    &st) : 0;
 	if (r < 0) {
 		fprintf(stderr, "wsctl: %s: removal incomplete (%s); the rest "
 		    "stays in %s/%s/%s for the sweeper\n", m.id, strerror(-r),
-		    scratch_base_path(sb), SWEEP_TRASH_DIR, trash);
+		    scratch_base_path(sb), RMTREE_TRASH_DIR, trash);
 		goto out;
 	}
 	printf("removed %s (%llu files, %llu directories)\n", m.id,
@@ -567,7 +567,7 @@ sc_list(int argc, char **argv)
 		if (scratch_last_use(sb, m.id, &last) < 0 || last < m.created)
 			last = m.created;
 		inuse = scratch_in_use(sb, m.id);
-		have_size = sweep_tree_size(scratch_base_fd(sb), m.id,
+		have_size = rmtree_size(scratch_base_fd(sb), m.id,
 		    &bytes) == 0;
 		fmt_time(m.created, created, sizeof created);
 		fmt_time(last, used, sizeof used);

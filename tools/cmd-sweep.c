@@ -40,6 +40,7 @@ cmd_sweep(int argc, char **argv)
 		{ "base",	required_argument,	NULL, 'b' },
 		{ "dry-run",	no_argument,		NULL, 'n' },
 		{ "ttl-hours",	required_argument,	NULL, 't' },
+		/* Removed; kept to say so rather than "unknown option". */
 		{ "uring",	no_argument,		NULL, 'U' },
 		{ NULL,		0,			NULL, 0 }
 	};
@@ -66,8 +67,9 @@ cmd_sweep(int argc, char **argv)
 			ttl_opt = optarg;
 			break;
 		case 'U':
-			sweep_use_uring(1);
-			break;
+			return wsctl_usage_error("sweep", "--uring is gone: "
+			    "io_uring batches of unlinkat measured slower than "
+			    "one unlinkat at a time, which every sweep now uses");
 		default:
 			return wsctl_usage_error("sweep", "unknown or "
 			    "incomplete option '%s'", argv[optind - 1]);

@@ -37,7 +37,7 @@
 #include "json.h"
 #include "log.h"
 #include "nofollow.h"
-#include "sweep.h"
+#include "rmtree.h"
 #include "wsctl.h"
 
 #define WS_META_DIR	".wsfs"
@@ -946,16 +946,16 @@ out:
 
 /* Tell the admin what the safe deletion had to leave in place. */
 static void
-ws_sweep_report(void *arg, enum sweep_event ev, const char *id,
+ws_rmtree_report(void *arg, enum rmtree_event ev, const char *id,
     const char *detail)
 {
 	const char	*source = arg;
 
-	if (ev == SWEEP_EV_MOUNT)
+	if (ev == RMTREE_EV_MOUNT)
 		log_warn("%s/%s/%s: a mount point, not crossed and left in "
-		    "place", source, SWEEP_TRASH_DIR, detail);
-	else if (ev == SWEEP_EV_ERROR)
-		log_warn("%s/%s/%s: %s", source, SWEEP_TRASH_DIR, id, detail);
+		    "place", source, RMTREE_TRASH_DIR, detail);
+	else if (ev == RMTREE_EV_ERROR)
+		log_warn("%s/%s/%s: %s", source, RMTREE_TRASH_DIR, id, detail);
 }
 
 /*
@@ -967,25 +967,25 @@ ws_sweep_report(void *arg, enum sweep_event ev, const char *id,
  */
 static int
 ws_remove(struct ws_source *s, const char *name, const struct ws_marker *m,
-    struct sweep_stats *stats)
+    struct rmtree_stats *stats)
 {
 	char	trash[320], where[PATH_MAX];
 	int	tfd, r;
 
-	if ((r = sweep_trash_move(s->fd, name, trash, sizeof trash)) < 0) {
+	if ((r = rmtree_trash_move(s->fd, name, trash, sizeof trash)) < 0) {
 		log_warn("%s/%s: moving it to %s failed: %s", s->path, name,
-		    SWEEP_TRASH_DIR, strerror(-r));
+		    RMTREE_TRASH_DIR, strerror(-r));
 		return r;
 	}
-	tfd = openat(s->fd, SWEEP_TRASH_DIR, O_RDONLY | O_DIRECTORY |
+	tfd = openat(s->fd, RMTREE_TRASH_DIR, O_RDONLY | O_DIRECTORY |
 	    O_NOFOLLOW | O_CLOEXEC);
 	if (tfd == -1) {
 		r = -errno;
-		log_warn("%s/%s: %s", s->path, SWEEP_TRASH_DIR,
+		log_warn("%s/%s: %s", s->path, RMTREE_TRASH_DIR,
 		    strerror(errno));
 		return r;
 	}
-	snprintf(where, sizeof where, "%s/%s", s->path, SWEEP_TRASH_DIR);
+	snprintf(where, sizeof where, "%s/%s", s->path, RMTREE_TRASH_DIR);
 	if ((r = ws_check_inode(s, tfd, where, trash, m)) < 0) {
 		if (renameat2(tfd, trash, s->fd, name, RENAME_NOREPLACE) == -1)
 			log_warn("%s/%s: could not be put back as %s/%s: %s",
@@ -994,7 +994,7 @@ ws_remove(struct ws_source *s, const char *name, const struct ws_marker *m,
 		return r;
 	}
 	close(tfd);
-	if ((r = sweep_trash_delete(s->fd, trash, stats)) < 0) {
+	if ((r = rmtree_trash_delete(s->fd, trash, stats)) < 0) {
 		if (r == -EBUSY)
 			log_warn("%s/%s: removed except for what is left in "
 			    "%s/%s", s->path, name, where, trash);
@@ -1011,7 +1011,7 @@ ws_rm(int argc, char **argv)
 {
 	struct ws_source	 s;
 	struct ws_marker	 m;
-	struct sweep_stats	 stats;
+	struct rmtree_stats	 stats;
 	const char		*source, *name, *why, *owner = NULL;
 	uint64_t		 finished = 0;
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
@@ -1030,18 +1030,18 @@ ws_rm(int argc, char **argv)
 	if (ws_source_open(&s, source, 0, 1) < 0)
 		goto out;
 	memset(&stats, 0, sizeof stats);
-	stats.report = ws_sweep_report;
+	stats.report = ws_rmtree_report;
 	stats.report_arg = (void *)source;
 	/*
 	 * An earlier rm that crashed half-way left its tree in the trash;
 	 * finish it first (the workspace lock keeps other rm's out of it).
 	 */
-	if ((r = sweep_empty_trash(s.fd, &stats, &finished)) < 0)
+	if ((r = rmtree_empty_trash(s.fd, &stats, &finished)) < 0)
 		log_warn("%s/%s: finishing earlier removals: %s", source,
-		    SWEEP_TRASH_DIR, strerror(-r));
+		    RMTREE_TRASH_DIR, strerror(-r));
 	else if (finished > 0)
 		log_info("%s/%s: finished %ju interrupted removal%s", source,
-		    SWEEP_TRASH_DIR, (uintmax_t)finished,
+		    RMTREE_TRASH_DIR, (uintmax_t)finished,
 		    finished == 1 ? "" : "s");
 	if ((r = ws_marker_read(&s, name, &m)) < 0) {
 		if (r == -ENOENT)

@@ -18,7 +18,7 @@ static const struct wsctl_cmd wsctl_cmds[] = {
 	    cmd_workspace },
 	{ "scratch", "create|hold|end|list [--base DIR] ...",
 	    "create, hold, end and list scratch workspaces", cmd_scratch },
-	{ "sweep", "[--base DIR] [--dry-run] [--ttl-hours H] [--uring]",
+	{ "sweep", "[--base DIR] [--dry-run] [--ttl-hours H]",
 	    "remove ended and idle scratch workspaces now", cmd_sweep },
 	{ "lock", "[--lockd ADDR] [--key FILE] [--shared] [--wait SECONDS] "
 	    "KEY -- COMMAND...\n       wsctl lock [--shared] [--wait SECONDS] "

@@ -9,8 +9,6 @@ import stat
 import subprocess
 import time
 
-import pytest
-
 from scratchlib import (LONG, PYTHON, WSCTL, age, build_deep, build_wide,
                         create, mounts_under, removed_count, snapshot, sweep,
                         umount_all)
@@ -36,14 +34,12 @@ def populate(path, dirs=30, depth=3, files=20):
                 open(os.path.join(p, f"f{i}"), "w").close()
 
 
-@pytest.mark.parametrize("uring", [True, False], ids=["uring", "sync"])
-def test_racer_swaps_symlinks_and_renames(env, uring):
+def test_racer_swaps_symlinks_and_renames(env):
     """Directories swapped for symlinks into the canary, subtrees moved up
     and out of the base, in a loop while the sweep runs: the canary never
     changes and the workspace is gone in the end."""
     before = snapshot(env.canary)
     rounds = 20 if LONG else 3
-    extra = ["--uring"] if uring else []
     for r in range(rounds):
         wid, path = create(env.base, "conversation")
         populate(path, dirs=40, depth=4, files=15)
@@ -53,14 +49,14 @@ def test_racer_swaps_symlinks_and_renames(env, uring):
                                  stdout=subprocess.PIPE, text=True)
         try:
             assert racer.stdout.readline() == "ready\n"
-            p = sweep(env.base, "--ttl-hours", "0.5", *extra)
+            p = sweep(env.base, "--ttl-hours", "0.5")
             assert f"removed {wid}" in p.stdout
         finally:
             racer.kill()
             racer.wait()
         assert not os.path.lexists(path)
         # Whatever the racer left in the trash is finished now.
-        sweep(env.base, "--ttl-hours", "0.5", *extra)
+        sweep(env.base, "--ttl-hours", "0.5")
         assert trash_entries(env.base) == []
         assert snapshot(env.canary) == before, f"canary changed, round {r}"
 
@@ -190,15 +186,13 @@ def test_special_files_removed_unopened(env):
         s.close()
 
 
-@pytest.mark.parametrize("uring", [True, False], ids=["uring", "sync"])
-def test_deep_tree_bounded_fds(env, uring):
+def test_deep_tree_bounded_fds(env):
     depth = 100000 if LONG else 10000
     wid, path = create(env.base, "conversation")
     build_deep(path, depth)
-    extra = ["--uring"] if uring else []
     # 64 descriptors for a tree thousands of levels deep.
     p = subprocess.run(["prlimit", "--nofile=64:64", WSCTL, "sweep",
-                        "--base", env.base, "--ttl-hours", "0"] + extra,
+                        "--base", env.base, "--ttl-hours", "0"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr

@@ -70,6 +70,9 @@ def test_usage_errors(env):
     assert "--ttl-hours must be a decimal number" in p.stderr
     p = wsctl("sweep", "--base", os.path.join(env.top, "nope"), rc=1)
     assert "no such directory" in p.stderr
+    # The io_uring batch path is gone, and says so.
+    p = wsctl("sweep", "--base", env.base, "--uring", rc=2)
+    assert "--uring is gone" in p.stderr, p.stderr
     assert "missing subcommand" in wsctl("scratch", rc=2).stderr
 
 
