@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "nofollow.h"
+#include "number.h"
 #include "rmtree.h"
 #include "scratch.h"
 
@@ -135,33 +136,13 @@ scratch_label_valid(const char *s)
 	return 1;
 }
 
-/* A decimal without sign or leading zeros, at most max. */
-static int
-meta_number(const char *s, size_t len, long long max, long long *out)
-{
-	long long	v = 0;
-	size_t		i;
-
-	if (len == 0 || len > 19 || (len > 1 && s[0] == '0'))
-		return -EINVAL;
-	for (i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		if (v > (max - (s[i] - '0')) / 10)
-			return -EINVAL;
-		v = v * 10 + (s[i] - '0');
-	}
-	*out = v;
-	return 0;
-}
-
 int
 scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 {
 	struct scratch_meta	 m;
 	const char		*line = buf, *end = buf + len, *nl, *eq, *v;
 	char			 tmp[SCRATCH_LABEL_MAX + 1];
-	long long		 n;
+	uint64_t		 n;
 	size_t			 klen, vlen;
 	int			 seen[MK_COUNT] = { 0 }, k;
 
@@ -189,8 +170,8 @@ scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 		tmp[vlen] = '\0';
 		switch (k) {
 		case MK_VERSION:
-			if (meta_number(v, vlen, INT_MAX, &n) < 0 ||
-			    n != SCRATCH_META_VERSION)
+			if (number_parse(tmp, NUMBER_CANONICAL, INT_MAX,
+			    &n) < 0 || n != SCRATCH_META_VERSION)
 				return -EINVAL;
 			break;
 		case MK_ID:
@@ -204,7 +185,8 @@ scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 			break;
 		case MK_OWNER:
 			/* (uid_t)-1 means "no change" to chown: never valid. */
-			if (meta_number(v, vlen, 4294967294LL, &n) < 0)
+			if (number_parse(tmp, NUMBER_CANONICAL,
+			    UINT32_MAX - 1, &n) < 0)
 				return -EINVAL;
 			m.owner = (uid_t)n;
 			break;
@@ -214,15 +196,16 @@ scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 			memcpy(m.label, tmp, vlen + 1);
 			break;
 		case MK_CREATED:
-			if (meta_number(v, vlen, META_TIME_MAX, &n) < 0 ||
-			    n == 0)
+			if (number_parse(tmp, NUMBER_CANONICAL,
+			    META_TIME_MAX, &n) < 0 || n == 0)
 				return -EINVAL;
-			m.created = n;
+			m.created = (int64_t)n;
 			break;
 		case MK_ENDED:
-			if (meta_number(v, vlen, META_TIME_MAX, &n) < 0)
+			if (number_parse(tmp, NUMBER_CANONICAL,
+			    META_TIME_MAX, &n) < 0)
 				return -EINVAL;
-			m.ended = n;
+			m.ended = (int64_t)n;
 			break;
 		}
 		line = nl + 1;

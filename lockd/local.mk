@@ -62,18 +62,23 @@ tests_lockd_mtclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_mtclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
 
 # libwsutil: what every program needs and no program owns: logging, the
-# metrics endpoint, JSON strings. metrics.c parses addresses with addr.c,
-# so its users link libwslock.a (or addr.c) after it.
+# metrics endpoint, JSON strings, strict numbers. metrics.c parses
+# addresses with addr.c, so its users link libwslock.a (or addr.c) after.
 noinst_LIBRARIES += lockd/libwsutil.a
 lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/metrics.c \
-	lockd/metrics.h lockd/json.c lockd/json.h
+	lockd/metrics.h lockd/json.c lockd/json.h lockd/number.c \
+	lockd/number.h
 lockd_libwsutil_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 
 if HAVE_CMOCKA
-UNIT_TESTS += tests/unit/test_json
-check_PROGRAMS += tests/unit/test_json
+UNIT_TESTS += tests/unit/test_json tests/unit/test_number
+check_PROGRAMS += tests/unit/test_json tests/unit/test_number
 tests_unit_test_json_SOURCES = tests/unit/test_json.c
 tests_unit_test_json_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_json_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_json_LDADD = lockd/libwsutil.a $(CMOCKA_LIBS)
+tests_unit_test_number_SOURCES = tests/unit/test_number.c
+tests_unit_test_number_CPPFLAGS = $(LOCKD_INC)
+tests_unit_test_number_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_number_LDADD = lockd/libwsutil.a $(CMOCKA_LIBS)
 endif

@@ -27,6 +27,7 @@
 #include "conf.h"
 #include "json.h"
 #include "log.h"
+#include "number.h"
 #include "rmtree.h"
 #include "scratch.h"
 #include "wsctl.h"
@@ -167,8 +168,7 @@ static int
 parse_owner(const char *s, uid_t *uid, gid_t *gid)
 {
 	struct passwd	*pw;
-	char		*end;
-	unsigned long	 v;
+	uint64_t	 v;
 
 	if ((pw = getpwnam(s)) != NULL) {
 		*uid = pw->pw_uid;
@@ -177,9 +177,8 @@ parse_owner(const char *s, uid_t *uid, gid_t *gid)
 	}
 	if (*s < '0' || *s > '9')
 		return -ENOENT;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v >= 4294967295UL)
+	/* (uid_t)-1 means "no change" to chown: never an owner. */
+	if (number_parse(s, 0, UINT32_MAX - 1, &v) < 0)
 		return -EINVAL;
 	*uid = (uid_t)v;
 	*gid = (pw = getpwuid(*uid)) != NULL ? pw->pw_gid : (gid_t)v;

@@ -37,6 +37,7 @@
 #include "json.h"
 #include "log.h"
 #include "nofollow.h"
+#include "number.h"
 #include "rmtree.h"
 #include "wsctl.h"
 
@@ -294,22 +295,6 @@ ws_time_format(time_t t, char *buf, size_t len)
 		snprintf(buf, len, "%lld", (long long)t);
 }
 
-static int
-ws_parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char			*end;
-	unsigned long long	 v;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 /* Parse the text of one marker file (key=value lines, '#' comments). */
 static int
 ws_marker_parse(char *text, struct ws_marker *m)
@@ -338,27 +323,26 @@ ws_marker_parse(char *text, struct ws_marker *m)
 			snprintf(m->owner, sizeof m->owner, "%s", eq);
 			have |= 1;
 		} else if (strcmp(line, "uid") == 0) {
-			if (ws_parse_u64(eq, UINT32_MAX - 1, &v) < 0)
+			if (number_parse(eq, 0, UINT32_MAX - 1, &v) < 0)
 				return -EINVAL;
 			m->uid = (uid_t)v;
 			have |= 2;
 		} else if (strcmp(line, "gid") == 0) {
-			if (ws_parse_u64(eq, UINT32_MAX - 1, &v) < 0)
+			if (number_parse(eq, 0, UINT32_MAX - 1, &v) < 0)
 				return -EINVAL;
 			m->gid = (gid_t)v;
 		} else if (strcmp(line, "account") == 0)
 			m->account = strcmp(eq, "yes") == 0;
 		else if (strcmp(line, "mode") == 0) {
-			v = strtoul(eq, &end, 8);
-			if (*eq == '\0' || *end != '\0' || v > 07777)
+			if (number_parse(eq, NUMBER_OCTAL, 07777, &v) < 0)
 				return -EINVAL;
 			m->mode = (mode_t)v;
 		} else if (strcmp(line, "dev") == 0) {
-			if (ws_parse_u64(eq, UINT64_MAX, &v) < 0)
+			if (number_parse(eq, 0, UINT64_MAX, &v) < 0)
 				return -EINVAL;
 			m->dev = (dev_t)v;
 		} else if (strcmp(line, "ino") == 0) {
-			if (ws_parse_u64(eq, UINT64_MAX, &v) < 0)
+			if (number_parse(eq, 0, UINT64_MAX, &v) < 0)
 				return -EINVAL;
 			m->ino = (ino_t)v;
 			have |= 4;
