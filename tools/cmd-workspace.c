@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -37,38 +36,21 @@
 #include "json.h"
 #include "log.h"
 #include "nofollow.h"
-#include "number.h"
 #include "rmtree.h"
 #include "wsctl.h"
 
 #define WS_META_DIR	".wsfs"
 #define WS_MARKER_DIR	"workspaces"
 #define WS_LOCK_FILE	"workspaces.lock"
-#define WS_MARKER_MAX	4096		/* bytes of one marker file */
-#define WS_OWNER_MAX	64		/* bytes of an owner name */
-#define WS_HANDLE_MAX	128		/* bytes of a file handle */
 
 /* Uids derived for owners without an account (DESIGN.md rule 5). */
 #define WS_UID_MIN	20000
 #define WS_UID_COUNT	40000		/* 20000 .. 59999 */
 
-/* One marker file: what wsctl recorded when it created a workspace. */
-struct ws_marker {
-	char		 owner[WS_OWNER_MAX + 1];
-	uid_t		 uid;
-	gid_t		 gid;
-	int		 account;	/* the owner had an account */
-	mode_t		 mode;
-	dev_t		 dev;
-	ino_t		 ino;
-	char		 handle[2 * WS_HANDLE_MAX + 16]; /* "TYPE:HEX" or "" */
-	time_t		 created;
-};
-
 /* A marker together with the workspace name it belongs to. */
 struct ws_record {
 	char		*name;
-	struct ws_marker m;
+	struct marker m;
 };
 
 /* An opened SOURCE: its fd, the metadata directories and the lock. */
@@ -132,36 +114,6 @@ ws_name_invalid(const char *name)
 		return "names starting with '.' are reserved for metadata";
 	if (strlen(name) > NAME_MAX)
 		return "the workspace name is longer than 255 bytes";
-	return NULL;
-}
-
-/*
- * An owner name is stored in the marker as one line, so it must not carry
- * control characters; the rest follows the relaxed useradd(8) rules. All
- * digits is refused because it would read as a uid.
- */
-static const char *
-ws_owner_invalid(const char *owner)
-{
-	const unsigned char	*p;
-	int			 digits = 1;
-
-	if (*owner == '\0')
-		return "the owner name is empty";
-	if (strlen(owner) > WS_OWNER_MAX)
-		return "the owner name is longer than 64 bytes";
-	if (*owner == '-')
-		return "the owner name must not start with '-'";
-	for (p = (const unsigned char *)owner; *p != '\0'; p++) {
-		if (*p < 0x21 || *p == 0x7f || *p == ':' || *p == '/' ||
-		    *p == ',' || *p == '=')
-			return "the owner name contains a space, control "
-			    "character, ':', '/', ',' or '='";
-		if (!isdigit(*p))
-			digits = 0;
-	}
-	if (digits)
-		return "the owner name is all digits; give a user name";
 	return NULL;
 }
 
@@ -285,90 +237,15 @@ out:
 	return r;
 }
 
-static void
-ws_time_format(time_t t, char *buf, size_t len)
-{
-	struct tm	tm;
-
-	if (gmtime_r(&t, &tm) == NULL ||
-	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, len, "%lld", (long long)t);
-}
-
-/* Parse the text of one marker file (key=value lines, '#' comments). */
-static int
-ws_marker_parse(char *text, struct ws_marker *m)
-{
-	struct tm	 tm;
-	char		*line, *next, *eq, *end;
-	uint64_t	 v;
-	int		 have = 0;
-
-	memset(m, 0, sizeof *m);
-	for (line = text; line != NULL && *line != '\0'; line = next) {
-		if ((next = strchr(line, '\n')) != NULL)
-			*next++ = '\0';
-		if (*line == '#' || *line == '\0')
-			continue;
-		if ((eq = strchr(line, '=')) == NULL)
-			return -EINVAL;
-		*eq++ = '\0';
-		if (strcmp(line, "version") == 0) {
-			if (strcmp(eq, "1") != 0)
-				return -EINVAL;
-		} else if (strcmp(line, "owner") == 0) {
-			if (ws_owner_invalid(eq) != NULL &&
-			    strcmp(eq, "root") != 0)
-				return -EINVAL;
-			snprintf(m->owner, sizeof m->owner, "%s", eq);
-			have |= 1;
-		} else if (strcmp(line, "uid") == 0) {
-			if (number_parse(eq, 0, UINT32_MAX - 1, &v) < 0)
-				return -EINVAL;
-			m->uid = (uid_t)v;
-			have |= 2;
-		} else if (strcmp(line, "gid") == 0) {
-			if (number_parse(eq, 0, UINT32_MAX - 1, &v) < 0)
-				return -EINVAL;
-			m->gid = (gid_t)v;
-		} else if (strcmp(line, "account") == 0)
-			m->account = strcmp(eq, "yes") == 0;
-		else if (strcmp(line, "mode") == 0) {
-			if (number_parse(eq, NUMBER_OCTAL, 07777, &v) < 0)
-				return -EINVAL;
-			m->mode = (mode_t)v;
-		} else if (strcmp(line, "dev") == 0) {
-			if (number_parse(eq, 0, UINT64_MAX, &v) < 0)
-				return -EINVAL;
-			m->dev = (dev_t)v;
-		} else if (strcmp(line, "ino") == 0) {
-			if (number_parse(eq, 0, UINT64_MAX, &v) < 0)
-				return -EINVAL;
-			m->ino = (ino_t)v;
-			have |= 4;
-		} else if (strcmp(line, "handle") == 0)
-			snprintf(m->handle, sizeof m->handle, "%s", eq);
-		else if (strcmp(line, "created") == 0) {
-			memset(&tm, 0, sizeof tm);
-			end = strptime(eq, "%Y-%m-%dT%H:%M:%SZ", &tm);
-			if (end == NULL || *end != '\0')
-				return -EINVAL;
-			m->created = timegm(&tm);
-		}
-		/* Unknown keys are kept for newer versions of wsctl. */
-	}
-	return have == 7 ? 0 : -EINVAL;
-}
-
 /*
  * Read the marker of workspace name. Returns 0, -ENOENT when there is none,
  * or another -errno (-EINVAL for a damaged marker).
  */
 static int
-ws_marker_read(struct ws_source *s, const char *name, struct ws_marker *m)
+ws_marker_read(struct ws_source *s, const char *name, struct marker *m)
 {
 	struct stat	 st;
-	char		 buf[WS_MARKER_MAX + 1];
+	char		 buf[MARKER_MAX + 1];
 	ssize_t		 n;
 	size_t		 len = 0;
 	int		 fd, r;
@@ -383,12 +260,12 @@ ws_marker_read(struct ws_source *s, const char *name, struct ws_marker *m)
 		r = -errno;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode) || st.st_size > WS_MARKER_MAX) {
+	if (!S_ISREG(st.st_mode) || st.st_size > MARKER_MAX) {
 		r = -EINVAL;
 		goto out;
 	}
-	while (len < WS_MARKER_MAX) {
-		n = read(fd, buf + len, WS_MARKER_MAX - len);
+	while (len < MARKER_MAX) {
+		n = read(fd, buf + len, MARKER_MAX - len);
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1) {
@@ -404,7 +281,7 @@ ws_marker_read(struct ws_source *s, const char *name, struct ws_marker *m)
 		r = -EINVAL;
 		goto out;
 	}
-	r = ws_marker_parse(buf, m);
+	r = marker_parse(buf, m);
 out:
 	close(fd);
 	return r;
@@ -417,13 +294,13 @@ ws_handle_get(int fd, char *out, size_t outlen)
 	union {
 		struct file_handle	fh;
 		char			buf[sizeof(struct file_handle) +
-					    WS_HANDLE_MAX];
+					    MARKER_HANDLE_MAX];
 	} u;
 	size_t	i, off;
 	int	mount_id;
 
 	*out = '\0';
-	u.fh.handle_bytes = WS_HANDLE_MAX;
+	u.fh.handle_bytes = MARKER_HANDLE_MAX;
 	if (name_to_handle_at(fd, "", &u.fh, &mount_id, AT_EMPTY_PATH) == -1)
 		return;		/* the filesystem cannot export handles */
 	off = (size_t)snprintf(out, outlen, "%d:", u.fh.handle_type);
@@ -438,24 +315,16 @@ ws_handle_get(int fd, char *out, size_t outlen)
  */
 static int
 ws_marker_write(struct ws_source *s, const char *name,
-    const struct ws_marker *m)
+    const struct marker *m)
 {
-	char		 tmp[32], created[64], text[WS_MARKER_MAX];
+	char		 tmp[32], text[MARKER_MAX];
 	size_t		 len, off = 0;
 	ssize_t		 n;
 	int		 fd, r;
 
-	ws_time_format(m->created, created, sizeof created);
-	len = (size_t)snprintf(text, sizeof text,
-	    "# Created by wsctl workspace create; wsctl workspace rm removes\n"
-	    "# the workspace only while its inode matches this marker.\n"
-	    "version=1\nowner=%s\nuid=%lu\ngid=%lu\naccount=%s\nmode=%04o\n"
-	    "dev=%ju\nino=%ju\nhandle=%s\ncreated=%s\n", m->owner,
-	    (unsigned long)m->uid, (unsigned long)m->gid,
-	    m->account ? "yes" : "no", (unsigned int)m->mode,
-	    (uintmax_t)m->dev, (uintmax_t)m->ino, m->handle, created);
-	if (len >= sizeof text)
-		return -ENAMETOOLONG;
+	if ((r = marker_format(m, text, sizeof text)) < 0)
+		return r;
+	len = (size_t)r;
 	snprintf(tmp, sizeof tmp, ".tmp.%08" PRIx32, randombytes_random());
 	fd = openat(s->marker_fd, tmp, O_WRONLY | O_CREAT | O_EXCL |
 	    O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -648,7 +517,7 @@ ws_uid_free(struct ws_source *s, const struct ws_record *rec, size_t nrec,
  */
 static int
 ws_owner_ids(struct ws_source *s, const struct ws_record *rec, size_t nrec,
-    const char *owner, struct ws_marker *m)
+    const char *owner, struct marker *m)
 {
 	struct passwd	*pw, *other;
 	const char	*mine = NULL;
@@ -786,7 +655,7 @@ ws_create(int argc, char **argv)
 {
 	struct ws_source	 s;
 	struct ws_record	*rec = NULL;
-	struct ws_marker	 m, old;
+	struct marker	 m, old;
 	struct stat		 st;
 	const char		*owner = NULL, *source, *name, *why;
 	size_t			 nrec = 0;
@@ -803,7 +672,7 @@ ws_create(int argc, char **argv)
 	if ((why = ws_name_invalid(name)) != NULL)
 		return wsctl_usage_error("workspace", "create: '%s': %s",
 		    name, why);
-	if (owner != NULL && (why = ws_owner_invalid(owner)) != NULL)
+	if (owner != NULL && (why = marker_owner_invalid(owner)) != NULL)
 		return wsctl_usage_error("workspace", "create: owner '%s': %s",
 		    owner, why);
 
@@ -887,7 +756,7 @@ out:
  */
 static int
 ws_check_inode(struct ws_source *s, int dirfd, const char *where,
-    const char *name, const struct ws_marker *m)
+    const char *name, const struct marker *m)
 {
 	struct stat	st;
 	char		handle[sizeof m->handle];
@@ -950,7 +819,7 @@ ws_rmtree_report(void *arg, enum rmtree_event ev, const char *id,
  * Anything else that was moved is put back.
  */
 static int
-ws_remove(struct ws_source *s, const char *name, const struct ws_marker *m,
+ws_remove(struct ws_source *s, const char *name, const struct marker *m,
     struct rmtree_stats *stats)
 {
 	char	trash[320], where[PATH_MAX];
@@ -994,7 +863,7 @@ static int
 ws_rm(int argc, char **argv)
 {
 	struct ws_source	 s;
-	struct ws_marker	 m;
+	struct marker	 m;
 	struct rmtree_stats	 stats;
 	const char		*source, *name, *why, *owner = NULL;
 	uint64_t		 finished = 0;
@@ -1069,7 +938,7 @@ out:
 /* One row of "workspace list". */
 struct ws_row {
 	char		*name;
-	char		 owner[WS_OWNER_MAX + 1];
+	char		 owner[MARKER_OWNER_MAX + 1];
 	unsigned long	 uid;
 	int		 have_dir;
 	mode_t		 mode;
@@ -1234,7 +1103,7 @@ ws_rows_print(const struct ws_rows *rows, int json)
 	for (i = 0; i < rows->n; i++) {
 		row = &rows->v[i];
 		if (row->created != 0)
-			ws_time_format(row->created, created, sizeof created);
+			marker_time_format(row->created, created, sizeof created);
 		else
 			snprintf(created, sizeof created, "-");
 		snprintf(mode, sizeof mode, row->have_dir ? "%04o" : "-",

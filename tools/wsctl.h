@@ -7,6 +7,9 @@
 
 #include <sys/types.h>
 
+#include <stddef.h>
+#include <time.h>
+
 struct wsctl_cmd {
 	const char	*name;
 	const char	*usage;		/* one line, without "wsctl NAME" */
@@ -26,6 +29,35 @@ int	wsctl_usage_error(const char *cmd, const char *fmt, ...)
 
 /* cmd-workspace.c */
 int	cmd_workspace(int, char **);
+
+/* marker.c */
+#define MARKER_MAX		4096	/* bytes of one marker file */
+#define MARKER_OWNER_MAX	64	/* bytes of an owner name */
+#define MARKER_HANDLE_MAX	128	/* bytes of a file handle */
+/* What wsctl recorded when it created a workspace. */
+struct marker {
+	char		 owner[MARKER_OWNER_MAX + 1];
+	uid_t		 uid;
+	gid_t		 gid;
+	int		 account;	/* the owner had an account */
+	mode_t		 mode;
+	dev_t		 dev;
+	ino_t		 ino;
+	char		 handle[2 * MARKER_HANDLE_MAX + 16]; /* "TYPE:HEX", "" */
+	time_t		 created;	/* 0: not recorded */
+};
+/*
+ * Parse the text of a marker file (NUL-terminated; split in place). Owner,
+ * uid and ino are required, unknown keys are ignored. 0, or -EINVAL for a
+ * damaged marker; *m is set only on success.
+ */
+int	marker_parse(char *text, struct marker *m);
+/* The text of m into buf: its length, or -ENAMETOOLONG if len is short. */
+int	marker_format(const struct marker *m, char *buf, size_t len);
+/* Why owner cannot be recorded as one (a static string), or NULL. */
+const char *marker_owner_invalid(const char *owner);
+/* t as the marker writes it, 2006-01-02T15:04:05Z. */
+void	marker_time_format(time_t t, char *buf, size_t len);
 
 /* cmd-scratch.c */
 struct scratch_base;
