@@ -10,11 +10,16 @@
 #include <stddef.h>
 #include <time.h>
 
+/*
+ * One row of a command table: wsctl's commands (wsctl.c) and the
+ * subcommands of wsctl scratch and wsctl workspace. A table ends with a
+ * row whose name is NULL.
+ */
 struct wsctl_cmd {
 	const char	*name;
-	const char	*usage;		/* one line, without "wsctl NAME" */
-	const char	*summary;
-	/* argv[0] is the subcommand name; returns the process exit status. */
+	const char	*usage;		/* one line, after "wsctl [PARENT] NAME" */
+	const char	*summary;	/* may be NULL for a subcommand */
+	/* argv[0] is the (sub)command name; returns the exit status. */
 	int		(*exec)(int argc, char **argv);
 };
 
@@ -26,6 +31,18 @@ struct wsctl_cmd {
 /* wsctl.c */
 int	wsctl_usage_error(const char *cmd, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
+/* The row of table named name, or NULL. */
+const struct wsctl_cmd *wsctl_cmd_find(const struct wsctl_cmd *table,
+	    const char *name);
+/*
+ * Run the subcommand argv[1] of parent ("scratch") from table with argv
+ * shifted by one, or report a missing or unknown one (exit status 2).
+ */
+int	wsctl_dispatch(const char *parent, const struct wsctl_cmd *table,
+	    int argc, char **argv);
+/* Print "usage: wsctl PARENT NAME USAGE" of the row named name. */
+void	wsctl_sub_usage(const char *parent, const struct wsctl_cmd *table,
+	    const char *name);
 
 /* cmd-workspace.c */
 int	cmd_workspace(int, char **);
@@ -43,7 +60,8 @@ struct marker {
 	mode_t		 mode;
 	dev_t		 dev;
 	ino_t		 ino;
-	char		 handle[2 * MARKER_HANDLE_MAX + 16]; /* "TYPE:HEX", "" */
+	/* The directory's file handle as "TYPE:HEX", or "". */
+	char		 handle[2 * MARKER_HANDLE_MAX + 16];
 	time_t		 created;	/* 0: not recorded */
 };
 /*
@@ -63,9 +81,9 @@ void	marker_time_format(time_t t, char *buf, size_t len);
 struct scratch_base;
 int	cmd_scratch(int, char **);
 /* The scratch base (--base, else scratch_dir, else the default) and ttl. */
-int	scratch_cmd_conf(const char *, char **, double *);
+int	cmd_scratch_conf(const char *, char **, double *);
 /* scratch_base_open with an error message for the user. */
-int	scratch_cmd_open(const char *, int, struct scratch_base **);
+int	cmd_scratch_open(const char *, int, struct scratch_base **);
 
 /* cmd-sweep.c */
 int	cmd_sweep(int, char **);
