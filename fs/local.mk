@@ -29,7 +29,7 @@ if HAVE_CMOCKA
 UNIT_TESTS += tests/unit/test_symlink tests/unit/test_conf
 check_PROGRAMS += tests/unit/test_symlink tests/unit/test_conf
 tests_unit_test_symlink_SOURCES = tests/unit/test_symlink.c fs/symlink.c
-tests_unit_test_symlink_CPPFLAGS = $(LOCKD_INC) $(FS_INC)
+tests_unit_test_symlink_CPPFLAGS = $(FS_INC)
 tests_unit_test_symlink_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_symlink_LDADD = $(CMOCKA_LIBS)
 tests_unit_test_conf_SOURCES = tests/unit/test_conf.c
@@ -40,7 +40,7 @@ tests_unit_test_conf_LDADD = $(WSCOMMON_LIBS) $(CMOCKA_LIBS)
 UNIT_TESTS += tests/unit/test_inode
 check_PROGRAMS += tests/unit/test_inode
 tests_unit_test_inode_SOURCES = tests/unit/test_inode.c fs/inode.c fs/stats.c
-tests_unit_test_inode_CPPFLAGS = $(LOCKD_INC) $(FS_INC)
+tests_unit_test_inode_CPPFLAGS = $(FS_INC)
 tests_unit_test_inode_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(INIH_CFLAGS) \
 	$(CMOCKA_CFLAGS)
 tests_unit_test_inode_LDADD = $(WSCOMMON_LIBS) $(FUSE_LIBS) $(CMOCKA_LIBS)
@@ -64,7 +64,7 @@ if ENABLE_FUZZING
 FUZZ_TARGETS += tests/fuzz/fuzz_symlink tests/fuzz/fuzz_conf \
 	tests/fuzz/fuzz_scratch_meta
 tests_fuzz_fuzz_symlink_SOURCES = tests/fuzz/fuzz_symlink.c fs/symlink.c
-tests_fuzz_fuzz_symlink_CPPFLAGS = $(LOCKD_INC) $(FS_INC)
+tests_fuzz_fuzz_symlink_CPPFLAGS = $(FS_INC)
 tests_fuzz_fuzz_symlink_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS)
 tests_fuzz_fuzz_symlink_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
 tests_fuzz_fuzz_conf_SOURCES = tests/fuzz/fuzz_conf.c

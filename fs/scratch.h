@@ -14,8 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "defaults.h"
+
 #define SCRATCH_META_DIR	".wsfs"
-#define SCRATCH_DEFAULT_BASE	"/var/lib/wsfs/scratch"
+#define SCRATCH_DEFAULT_BASE	WS_DEFAULT_SCRATCH
 #define SCRATCH_ID_LEN		36	/* a lower-case libuuid string */
 #define SCRATCH_LABEL_MAX	200
 #define SCRATCH_META_MAX	1024	/* longest metadata file accepted */

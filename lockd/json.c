@@ -82,7 +82,8 @@ json_put_bytes(FILE *f, const void *s, size_t len)
 				fprintf(f, "\\u%04x", *p);
 			else if (*p < 0x80)
 				putc(*p, f);
-			else if ((n = json_utf8_len(p, (size_t)(end - p))) > 0) {
+			else if ((n = json_utf8_len(p,
+			    (size_t)(end - p))) > 0) {
 				fwrite(p, 1, n, f);
 				p += n;
 				continue;

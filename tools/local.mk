@@ -3,7 +3,7 @@ sbin_PROGRAMS += tools/wsctl
 tools_wsctl_SOURCES = tools/wsctl.c tools/wsctl.h tools/cmd-workspace.c \
 	tools/cmd-status.c tools/cmd-lock.c tools/cmd-locks.c \
 	tools/cmd-keygen.c tools/cmd-scratch.c tools/cmd-sweep.c
-tools_wsctl_CPPFLAGS = $(LOCKD_INC) $(FS_INC)
+tools_wsctl_CPPFLAGS = $(FS_INC)
 tools_wsctl_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 tools_wsctl_LDADD = tools/libwsctl.a $(WSCOMMON_LIBS) lockd/libwslock.a \
 	$(SODIUM_LIBS) -lm
@@ -18,7 +18,7 @@ if HAVE_CMOCKA
 UNIT_TESTS += tests/unit/test_marker
 check_PROGRAMS += tests/unit/test_marker
 tests_unit_test_marker_SOURCES = tests/unit/test_marker.c
-tests_unit_test_marker_CPPFLAGS = -I$(top_srcdir)/tools
+tests_unit_test_marker_CPPFLAGS = -I$(top_srcdir)/tools $(LOCKD_INC)
 tests_unit_test_marker_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_marker_LDADD = tools/libwsctl.a lockd/libwsutil.a \
 	$(CMOCKA_LIBS)
@@ -27,7 +27,7 @@ endif
 if ENABLE_FUZZING
 FUZZ_TARGETS += tests/fuzz/fuzz_marker
 tests_fuzz_fuzz_marker_SOURCES = tests/fuzz/fuzz_marker.c
-tests_fuzz_fuzz_marker_CPPFLAGS = -I$(top_srcdir)/tools
+tests_fuzz_fuzz_marker_CPPFLAGS = -I$(top_srcdir)/tools $(LOCKD_INC)
 tests_fuzz_fuzz_marker_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
 tests_fuzz_fuzz_marker_LDADD = tools/libwsctl.a lockd/libwsutil.a
 endif

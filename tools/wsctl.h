@@ -92,8 +92,6 @@ int	cmd_sweep(int, char **);
 int	cmd_keygen(int, char **);
 
 /* cmd-lock.c */
-#define WSCTL_DEFAULT_LOCKD	"unix:/run/wslockd/wslockd.sock"
-#define WSCTL_DEFAULT_KEY	"/etc/wsfs/cluster.key"
 struct wslock;
 int	cmd_lock(int, char **);
 /* Connect to wslockd, telling the user what went wrong; 0 or -errno. */
