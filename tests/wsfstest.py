@@ -524,6 +524,54 @@ def snapshot_tree(root):
     return out
 
 
+def stat_summary(st, times=False):
+    """The fields of a stat result that must match between two views of the
+    same file."""
+    d = {
+        "type": stat.S_IFMT(st.st_mode),
+        "mode": stat.S_IMODE(st.st_mode),
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "nlink": st.st_nlink,
+    }
+    if not stat.S_ISDIR(st.st_mode):
+        d["size"] = st.st_size
+    if times:
+        d["mtime_ns"] = st.st_mtime_ns
+        d["ctime_ns"] = st.st_ctime_ns
+    return d
+
+
+def tree(root, contents=True):
+    """Everything observable about the tree under root, as a dict keyed by
+    relative path: type, mode, owner, size, nlink, link target, contents,
+    and which names are hard links of one another (by inode)."""
+    out = {}
+    inodes = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            e = stat_summary(st)
+            if stat.S_ISLNK(st.st_mode):
+                e["target"] = os.readlink(p)
+                e.pop("size", None)
+            elif stat.S_ISREG(st.st_mode) and contents:
+                with open(p, "rb") as f:
+                    e["data"] = f.read()
+            if not stat.S_ISDIR(st.st_mode):
+                inodes.setdefault(st.st_ino, []).append(rel)
+            out[rel] = e
+    # Hard-link classes, named by their first member, so that two trees
+    # with different inode numbers still compare.
+    for names in inodes.values():
+        for n in names:
+            out[n]["links"] = tuple(sorted(names))
+    return out
+
+
 # --- syscalls python does not wrap ------------------------------------------
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
