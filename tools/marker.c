@@ -2,8 +2,9 @@
  * The marker file of a workspace made by wsctl workspace create
  * (SOURCE/.wsfs/workspaces/NAME): "key=value" lines and '#' comments that
  * record the owner, uid, gid, mode and the inode and file handle of the
- * directory, so that rm removes only what wsctl made. One table of keys,
- * each with its parser; a new key is one function and one row. The text
+ * directory, so that rm removes only what wsctl made. One table of keys
+ * with their type, field and bounds, as in fs/conf.c; a new key is one
+ * row. The text
  * comes from the shared store and is not trusted: the fuzz target
  * tests/fuzz/fuzz_marker.c feeds it anything.
  */
@@ -13,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,128 +32,97 @@
 #define HAVE_INO	0x4
 #define HAVE_ALL	(HAVE_OWNER | HAVE_UID | HAVE_INO)
 
-static int
-marker_version(const char *v, struct marker *m)
+enum marker_type {
+	MT_VERSION,	/* must be 1 */
+	MT_OWNER,	/* a valid owner name, or root */
+	MT_NUMBER,	/* number_parse with flags, at most max */
+	MT_YESNO,	/* "yes" is 1, anything else 0 */
+	MT_STRING,	/* copied, cut to the field */
+	MT_TIME,	/* MARKER_TIME_FORMAT, UTC */
+};
+
+#define FIELD(f)	offsetof(struct marker, f), sizeof(((struct marker *)0)->f)
+static const struct marker_key {
+	const char		*name;
+	enum marker_type	 type;
+	size_t			 off, size;
+	int			 flags;		/* MT_NUMBER */
+	uint64_t		 max;		/* MT_NUMBER */
+	unsigned		 have;		/* HAVE_* bit of a required key */
+} marker_keys[] = {
+	{ "version", MT_VERSION, 0, 0, 0, 0, 0 },
+	{ "owner", MT_OWNER, FIELD(owner), 0, 0, HAVE_OWNER },
+	/* (uid_t)-1 means "no change" to chown: never an id. */
+	{ "uid", MT_NUMBER, FIELD(uid), 0, UINT32_MAX - 1, HAVE_UID },
+	{ "gid", MT_NUMBER, FIELD(gid), 0, UINT32_MAX - 1, 0 },
+	{ "account", MT_YESNO, FIELD(account), 0, 0, 0 },
+	{ "mode", MT_NUMBER, FIELD(mode), NUMBER_OCTAL, 07777, 0 },
+	{ "dev", MT_NUMBER, FIELD(dev), 0, UINT64_MAX, 0 },
+	{ "ino", MT_NUMBER, FIELD(ino), 0, UINT64_MAX, HAVE_INO },
+	{ "handle", MT_STRING, FIELD(handle), 0, 0, 0 },
+	{ "created", MT_TIME, FIELD(created), 0, 0, 0 },
+};
+#undef FIELD
+#define NKEYS	(sizeof marker_keys / sizeof marker_keys[0])
+
+_Static_assert(sizeof(uid_t) == 4 && sizeof(gid_t) == 4 &&
+    sizeof(mode_t) == 4 && sizeof(dev_t) == 8 && sizeof(ino_t) == 8 &&
+    sizeof(time_t) == 8, "marker fields are 32 or 64 bits");
+
+/* Store v in an unsigned field of 4 or 8 bytes. */
+static void
+marker_store(void *field, size_t size, uint64_t v)
 {
-	return strcmp(v, "1") == 0 ? 0 : -EINVAL;
+	uint32_t	v32 = (uint32_t)v;
+
+	if (size == sizeof v32)
+		memcpy(field, &v32, sizeof v32);
+	else
+		memcpy(field, &v, sizeof v);
 }
 
+/* Parse the value v of key k into m. */
 static int
-marker_owner(const char *v, struct marker *m)
+marker_set(const struct marker_key *k, const char *v, struct marker *m)
 {
-	/* root is the owner of workspaces made without --owner. */
-	if (marker_owner_invalid(v) != NULL && strcmp(v, "root") != 0)
-		return -EINVAL;
-	snprintf(m->owner, sizeof m->owner, "%s", v);
-	return 0;
-}
-
-/* A uid or gid: (uid_t)-1 means "no change" to chown, never an id. */
-static int
-marker_id(const char *v, uint64_t *out)
-{
-	return number_parse(v, 0, UINT32_MAX - 1, out) < 0 ? -EINVAL : 0;
-}
-
-static int
-marker_uid(const char *v, struct marker *m)
-{
-	uint64_t	n;
-
-	if (marker_id(v, &n) < 0)
-		return -EINVAL;
-	m->uid = (uid_t)n;
-	return 0;
-}
-
-static int
-marker_gid(const char *v, struct marker *m)
-{
-	uint64_t	n;
-
-	if (marker_id(v, &n) < 0)
-		return -EINVAL;
-	m->gid = (gid_t)n;
-	return 0;
-}
-
-static int
-marker_account(const char *v, struct marker *m)
-{
-	m->account = strcmp(v, "yes") == 0;
-	return 0;
-}
-
-static int
-marker_mode(const char *v, struct marker *m)
-{
-	uint64_t	n;
-
-	if (number_parse(v, NUMBER_OCTAL, 07777, &n) < 0)
-		return -EINVAL;
-	m->mode = (mode_t)n;
-	return 0;
-}
-
-static int
-marker_dev(const char *v, struct marker *m)
-{
-	uint64_t	n;
-
-	if (number_parse(v, 0, UINT64_MAX, &n) < 0)
-		return -EINVAL;
-	m->dev = (dev_t)n;
-	return 0;
-}
-
-static int
-marker_ino(const char *v, struct marker *m)
-{
-	uint64_t	n;
-
-	if (number_parse(v, 0, UINT64_MAX, &n) < 0)
-		return -EINVAL;
-	m->ino = (ino_t)n;
-	return 0;
-}
-
-static int
-marker_handle(const char *v, struct marker *m)
-{
-	snprintf(m->handle, sizeof m->handle, "%s", v);
-	return 0;
-}
-
-static int
-marker_created(const char *v, struct marker *m)
-{
+	char		*field = (char *)m + k->off;
 	struct tm	 tm;
 	const char	*end;
+	uint64_t	 n;
+	time_t		 t;
 
-	memset(&tm, 0, sizeof tm);
-	end = strptime(v, MARKER_TIME_FORMAT, &tm);
-	if (end == NULL || *end != '\0')
-		return -EINVAL;
-	m->created = timegm(&tm);
-	return 0;
+	switch (k->type) {
+	case MT_VERSION:
+		return strcmp(v, "1") == 0 ? 0 : -EINVAL;
+	case MT_OWNER:
+		/* root is the owner of workspaces made without --owner. */
+		if (marker_owner_invalid(v) != NULL && strcmp(v, "root") != 0)
+			return -EINVAL;
+		snprintf(field, k->size, "%s", v);
+		return 0;
+	case MT_NUMBER:
+		if (number_parse(v, k->flags, k->max, &n) < 0)
+			return -EINVAL;
+		marker_store(field, k->size, n);
+		return 0;
+	case MT_YESNO:
+		n = strcmp(v, "yes") == 0;
+		marker_store(field, k->size, n);
+		return 0;
+	case MT_STRING:
+		snprintf(field, k->size, "%s", v);
+		return 0;
+	case MT_TIME:
+		memset(&tm, 0, sizeof tm);
+		end = strptime(v, MARKER_TIME_FORMAT, &tm);
+		if (end == NULL || *end != '\0')
+			return -EINVAL;
+		t = timegm(&tm);
+		memcpy(field, &t, sizeof t);
+		return 0;
+	}
+	return -EINVAL;
 }
-
-static const struct {
-	const char	*name;
-	int		(*parse)(const char *, struct marker *);
-	unsigned	 have;		/* HAVE_* bit of a required key */
-} marker_keys[] = {
-	{ "version",	marker_version,	0 },
-	{ "owner",	marker_owner,	HAVE_OWNER },
-	{ "uid",	marker_uid,	HAVE_UID },
-	{ "gid",	marker_gid,	0 },
-	{ "account",	marker_account,	0 },
-	{ "mode",	marker_mode,	0 },
-	{ "dev",	marker_dev,	0 },
-	{ "ino",	marker_ino,	HAVE_INO },
-	{ "handle",	marker_handle,	0 },
-	{ "created",	marker_created,	0 },
-};
 
 const char *
 marker_owner_invalid(const char *owner)
@@ -195,15 +166,14 @@ marker_parse(char *text, struct marker *out)
 		if ((eq = strchr(line, '=')) == NULL)
 			return -EINVAL;
 		*eq++ = '\0';
-		for (k = 0; k < sizeof marker_keys / sizeof marker_keys[0];
-		    k++) {
+		for (k = 0; k < NKEYS; k++) {
 			if (strcmp(line, marker_keys[k].name) == 0)
 				break;
 		}
 		/* Unknown keys are kept for newer versions of wsctl. */
-		if (k == sizeof marker_keys / sizeof marker_keys[0])
+		if (k == NKEYS)
 			continue;
-		if (marker_keys[k].parse(eq, &m) < 0)
+		if (marker_set(&marker_keys[k], eq, &m) < 0)
 			return -EINVAL;
 		have |= marker_keys[k].have;
 	}
