@@ -19,7 +19,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -381,65 +380,50 @@ wsp_record_cmp(const void *a, const void *b)
 static int
 wsp_records_read(struct wsp_source *s, struct wsp_record **out, size_t *nout)
 {
-	struct wsp_record	*v = NULL, *nv;
-	struct dirent		*de;
-	DIR			*d = NULL;
-	size_t			 n = 0, cap = 0;
-	int			 fd, r;
+	struct wsp_record	*v = NULL;
+	char			**names = NULL;
+	size_t			  i, n = 0, cap;
+	int			  r;
 
 	if (s->marker_fd == -1) {
 		*out = NULL;
 		*nout = 0;
 		return 0;
 	}
-	if ((fd = dup(s->marker_fd)) == -1)
-		return -errno;
-	if ((d = fdopendir(fd)) == NULL) {
-		r = -errno;
-		close(fd);
+	if ((r = rmtree_names(s->marker_fd, &names)) < 0)
 		return r;
+	for (cap = 0; names[cap] != NULL; cap++)
+		;
+	if ((v = calloc(cap + 1, sizeof *v)) == NULL) {
+		r = -ENOMEM;
+		goto out;
 	}
-	rewinddir(d);
-	for (;;) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			if ((r = -errno) < 0)
-				goto fail;
-			break;
-		}
-		if (de->d_name[0] == '.')
+	for (i = 0; names[i] != NULL; i++) {
+		if (names[i][0] == '.')
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			if ((nv = reallocarray(v, cap, sizeof *v)) == NULL) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			v = nv;
-		}
-		if ((v[n].name = strdup(de->d_name)) == NULL) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		if ((r = wsp_marker_read(s, de->d_name, &v[n].m)) < 0) {
+		if ((r = wsp_marker_read(s, names[i], &v[n].m)) < 0) {
 			log_warn("%s/%s/%s/%s: %s", s->path, WSP_META_DIR,
-			    WSP_MARKER_DIR, de->d_name, r == -EINVAL ?
+			    WSP_MARKER_DIR, names[i], r == -EINVAL ?
 			    "damaged marker; an operator must repair or "
 			    "remove it" : strerror(-r));
-			free(v[n].name);
-			goto fail;
+			goto out;
+		}
+		if ((v[n].name = strdup(names[i])) == NULL) {
+			r = -ENOMEM;
+			goto out;
 		}
 		n++;
 	}
-	closedir(d);
 	if (n > 1)
 		qsort(v, n, sizeof *v, wsp_record_cmp);
 	*out = v;
 	*nout = n;
-	return 0;
-fail:
-	closedir(d);
+	v = NULL;
+	n = 0;
+	r = 0;
+out:
 	wsp_records_free(v, n);
+	rmtree_names_free(names);
 	return r;
 }
 
@@ -475,33 +459,24 @@ static int
 wsp_uid_free(struct wsp_source *s, const struct wsp_record *rec, size_t nrec,
     uid_t uid)
 {
-	struct dirent	*de;
-	struct stat	 st;
-	DIR		*d;
-	size_t		 i;
-	int		 fd, taken = 0;
+	struct stat	  st;
+	char		**names;
+	size_t		  i;
+	int		  taken = 0;
 
 	for (i = 0; i < nrec; i++)
 		if (rec[i].m.uid == uid)
 			return 0;
 	if (getpwuid(uid) != NULL || getgrgid((gid_t)uid) != NULL)
 		return 0;
-	if ((fd = dup(s->fd)) == -1)
+	if (rmtree_names(s->fd, &names) < 0)
 		return 0;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return 0;
-	}
-	rewinddir(d);
-	while (!taken && (de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(s->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	for (i = 0; !taken && names[i] != NULL; i++) {
+		if (fstatat(s->fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    st.st_uid == uid)
 			taken = 1;
 	}
-	closedir(d);
+	rmtree_names_free(names);
 	return !taken;
 }
 
@@ -992,34 +967,22 @@ static int
 wsp_rows_collect(struct wsp_source *s, const struct wsp_record *rec,
     size_t nrec, struct wsp_rows *rows)
 {
-	struct wsp_row	*row;
-	struct dirent	*de;
-	struct passwd	*pw;
-	struct stat	 st;
-	DIR		*d;
-	size_t		 i, j;
-	int		 fd, r = 0;
+	struct wsp_row	 *row;
+	struct passwd	 *pw;
+	struct stat	  st;
+	char		**names;
+	size_t		  i, j;
+	int		  r;
 
-	if ((fd = dup(s->fd)) == -1)
-		return -errno;
-	if ((d = fdopendir(fd)) == NULL) {
-		r = -errno;
-		close(fd);
+	if ((r = rmtree_names(s->fd, &names)) < 0)
 		return r;
-	}
-	rewinddir(d);
-	for (;;) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			r = -errno;
-			break;
-		}
-		if (de->d_name[0] == '.')
+	for (j = 0; names[j] != NULL; j++) {
+		if (names[j][0] == '.')
 			continue;	/* metadata, never a workspace */
-		if (fstatat(s->fd, de->d_name, &st,
-		    AT_SYMLINK_NOFOLLOW) == -1 || !S_ISDIR(st.st_mode))
+		if (fstatat(s->fd, names[j], &st, AT_SYMLINK_NOFOLLOW) == -1 ||
+		    !S_ISDIR(st.st_mode))
 			continue;	/* wsfs shows only directories */
-		row = wsp_row_add(rows, de->d_name);
+		row = wsp_row_add(rows, names[j]);
 		row->have_dir = 1;
 		row->uid = st.st_uid;
 		row->mode = st.st_mode & 07777;
@@ -1038,9 +1001,7 @@ wsp_rows_collect(struct wsp_source *s, const struct wsp_record *rec,
 			    st.st_dev == s->st.st_dev ? "ok" : "replaced";
 		}
 	}
-	closedir(d);
-	if (r < 0)
-		return r;
+	rmtree_names_free(names);
 	/* Markers whose directory is gone (or is no directory any more). */
 	for (i = 0; i < nrec; i++) {
 		for (j = 0; j < rows->n; j++)
