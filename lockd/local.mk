@@ -67,7 +67,7 @@ tests_lockd_mtclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
 noinst_LIBRARIES += lockd/libwsutil.a
 lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/metrics.c \
 	lockd/metrics.h lockd/json.c lockd/json.h lockd/number.c \
-	lockd/number.h
+	lockd/number.h lockd/defaults.h
 lockd_libwsutil_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 
 if HAVE_CMOCKA
