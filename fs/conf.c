@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conf.h"
+#include "number.h"
 
 enum conf_type {
 	CT_KIND,
@@ -173,6 +175,7 @@ conf_set(struct wsfs_conf *c, const char *key, const char *value, char *err,
 	const struct conf_key	*k = NULL;
 	void			*field;
 	double			 d;
+	uint64_t		 u;
 	size_t			 i;
 	int			 b;
 
@@ -232,10 +235,10 @@ conf_set(struct wsfs_conf *c, const char *key, const char *value, char *err,
 		*(double *)field = d;
 		return 0;
 	case CT_INT:
-		if (conf_parse_double(value, k->min, k->max, &d) < 0 ||
-		    d != (double)(int)d)
+		if (number_parse(value, 0, (uint64_t)k->max, &u) < 0 ||
+		    u < (uint64_t)k->min)
 			goto range;
-		*(int *)field = (int)d;
+		*(int *)field = (int)u;
 		return 0;
 	case CT_BOOL:
 		if (conf_parse_bool(value, &b) < 0)

@@ -7,7 +7,9 @@
 
 #include <stddef.h>
 
-#define CONF_DEFAULT_PATH	"/etc/wsfs/wsfs.conf"
+#include "defaults.h"
+
+#define CONF_DEFAULT_PATH	WS_DEFAULT_CONF
 
 enum ws_kind {
 	WS_KIND_SHARED,
@@ -72,7 +74,7 @@ const char *conf_kind_name(enum ws_kind k);
  * The default control socket of the wsfs mounted at the absolute,
  * resolved path mnt: /run/wsfs/ctl-HASH.sock. wsfs and wsctl agree on it.
  */
-#define CONF_RUN_DIR	"/run/wsfs"
+#define CONF_RUN_DIR	WS_RUN_DIR
 void	conf_control_path(const char *mnt, char *buf, size_t len);
 
 #endif

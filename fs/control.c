@@ -326,8 +326,7 @@ control_serve(int lfd)
 		/* For wsctl lock --workspace: where this node's locks live. */
 		fprintf(f, "%s\n%s\n", wsfs.conf.lockd != NULL &&
 		    cluster_enabled() ? wsfs.conf.lockd : "",
-		    wsfs.conf.key != NULL ? wsfs.conf.key :
-		    "/etc/wsfs/cluster.key");
+		    wsfs.conf.key != NULL ? wsfs.conf.key : WS_DEFAULT_KEY);
 	else
 		fprintf(f, "error: unknown request '%s'\n", req);
 	fclose(f);

@@ -13,26 +13,44 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "nofollow.h"
 
-/* One component below dirfd, as an O_PATH descriptor: search rights do. */
+/* openat2, retried while the kernel says a rename raced the lookup. */
 static int
-nofollow_step(int dirfd, const char *name)
+nofollow_openat2(int dirfd, const char *name, uint64_t flags,
+    uint64_t resolve)
 {
 	struct open_how	how;
 	long		fd;
 
 	memset(&how, 0, sizeof how);
-	how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-	how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	how.flags = flags;
+	how.resolve = resolve;
 	do
 		fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
 	while (fd < 0 && errno == EAGAIN);
 	return fd < 0 ? -errno : (int)fd;
+}
+
+/* One component below dirfd, as an O_PATH descriptor: search rights do. */
+static int
+nofollow_step(int dirfd, const char *name)
+{
+	return nofollow_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC,
+	    RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+}
+
+int
+nofollow_open_beneath(int dirfd, const char *name)
+{
+	return nofollow_openat2(dirfd, name, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+	    RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS);
 }
 
 int

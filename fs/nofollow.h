@@ -18,5 +18,13 @@
  * -errno.
  */
 int	nofollow_open_path(const char *path, int flags);
+/*
+ * Open the directory dirfd/name, never leaving dirfd: openat2 with
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV |
+ * RESOLVE_NO_MAGICLINKS, so a symlink anywhere gives -ELOOP and a mount
+ * point -EXDEV. Returns an O_RDONLY | O_DIRECTORY | O_CLOEXEC descriptor
+ * that the caller owns, or -errno.
+ */
+int	nofollow_open_beneath(int dirfd, const char *name);
 
 #endif

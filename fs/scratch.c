@@ -14,13 +14,11 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +29,9 @@
 
 #include "log.h"
 #include "nofollow.h"
+#include "number.h"
+#include "rmtree.h"
 #include "scratch.h"
-#include "sweep.h"
 
 #define USE_BUCKETS	256
 #define USE_PRUNE_AT	1024	/* entries before idle ones are dropped */
@@ -137,33 +136,13 @@ scratch_label_valid(const char *s)
 	return 1;
 }
 
-/* A decimal without sign or leading zeros, at most max. */
-static int
-meta_number(const char *s, size_t len, long long max, long long *out)
-{
-	long long	v = 0;
-	size_t		i;
-
-	if (len == 0 || len > 19 || (len > 1 && s[0] == '0'))
-		return -EINVAL;
-	for (i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		if (v > (max - (s[i] - '0')) / 10)
-			return -EINVAL;
-		v = v * 10 + (s[i] - '0');
-	}
-	*out = v;
-	return 0;
-}
-
 int
 scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 {
 	struct scratch_meta	 m;
 	const char		*line = buf, *end = buf + len, *nl, *eq, *v;
 	char			 tmp[SCRATCH_LABEL_MAX + 1];
-	long long		 n;
+	uint64_t		 n;
 	size_t			 klen, vlen;
 	int			 seen[MK_COUNT] = { 0 }, k;
 
@@ -191,8 +170,8 @@ scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 		tmp[vlen] = '\0';
 		switch (k) {
 		case MK_VERSION:
-			if (meta_number(v, vlen, INT_MAX, &n) < 0 ||
-			    n != SCRATCH_META_VERSION)
+			if (number_parse(tmp, NUMBER_CANONICAL, INT_MAX,
+			    &n) < 0 || n != SCRATCH_META_VERSION)
 				return -EINVAL;
 			break;
 		case MK_ID:
@@ -206,7 +185,8 @@ scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 			break;
 		case MK_OWNER:
 			/* (uid_t)-1 means "no change" to chown: never valid. */
-			if (meta_number(v, vlen, 4294967294LL, &n) < 0)
+			if (number_parse(tmp, NUMBER_CANONICAL,
+			    UINT32_MAX - 1, &n) < 0)
 				return -EINVAL;
 			m.owner = (uid_t)n;
 			break;
@@ -216,15 +196,16 @@ scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 			memcpy(m.label, tmp, vlen + 1);
 			break;
 		case MK_CREATED:
-			if (meta_number(v, vlen, META_TIME_MAX, &n) < 0 ||
-			    n == 0)
+			if (number_parse(tmp, NUMBER_CANONICAL,
+			    META_TIME_MAX, &n) < 0 || n == 0)
 				return -EINVAL;
-			m.created = n;
+			m.created = (int64_t)n;
 			break;
 		case MK_ENDED:
-			if (meta_number(v, vlen, META_TIME_MAX, &n) < 0)
+			if (number_parse(tmp, NUMBER_CANONICAL,
+			    META_TIME_MAX, &n) < 0)
 				return -EINVAL;
-			m.ended = n;
+			m.ended = (int64_t)n;
 			break;
 		}
 		line = nl + 1;
@@ -254,22 +235,6 @@ scratch_meta_format(const struct scratch_meta *m, char *buf, size_t len)
 	if (n < 0 || (size_t)n >= len)
 		return -ENOSPC;
 	return n;
-}
-
-static int
-open_dir_beneath(int dirfd, const char *name)
-{
-	struct open_how	how;
-	long		fd;
-
-	memset(&how, 0, sizeof how);
-	how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-	    RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS;
-	do
-		fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
-	while (fd < 0 && errno == EAGAIN);
-	return fd < 0 ? -errno : (int)fd;
 }
 
 /* Only root or we may own a directory the sweeper trusts. */
@@ -321,7 +286,7 @@ scratch_base_open(const char *path, int flags, struct scratch_base **out)
 		r = -errno;
 		goto fail;
 	}
-	if ((sb->meta_fd = open_dir_beneath(sb->base_fd,
+	if ((sb->meta_fd = nofollow_open_beneath(sb->base_fd,
 	    SCRATCH_META_DIR)) < 0) {
 		r = sb->meta_fd;
 		goto fail;
@@ -576,7 +541,7 @@ scratch_create(struct scratch_base *sb, enum scratch_lifetime lt, uid_t uid,
 		r = -errno;
 		goto fail;
 	}
-	if ((fd = open_dir_beneath(sb->base_fd, m.id)) < 0) {
+	if ((fd = nofollow_open_beneath(sb->base_fd, m.id)) < 0) {
 		r = fd;
 		goto fail_dir;
 	}
@@ -662,7 +627,7 @@ scratch_retire(struct scratch_base *sb, const char *id, char *trash,
 	if (!scratch_id_valid(id) || trashlen < 300)
 		return -EINVAL;
 	trash[0] = '\0';
-	r = sweep_trash_move(sb->base_fd, id, trash, trashlen);
+	r = rmtree_trash_move(sb->base_fd, id, trash, trashlen);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	drop_metadata(sb, id);

@@ -14,8 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "defaults.h"
+
 #define SCRATCH_META_DIR	".wsfs"
-#define SCRATCH_DEFAULT_BASE	"/var/lib/wsfs/scratch"
+#define SCRATCH_DEFAULT_BASE	WS_DEFAULT_SCRATCH
 #define SCRATCH_ID_LEN		36	/* a lower-case libuuid string */
 #define SCRATCH_LABEL_MAX	200
 #define SCRATCH_META_MAX	1024	/* longest metadata file accepted */
@@ -102,7 +104,7 @@ int	scratch_in_use(struct scratch_base *sb, const char *id);
 /*
  * With ID's LOCK_EX held: rename the workspace into the trash and drop
  * its metadata. The trash entry's name goes to trash (>= 300 bytes); the
- * caller then releases the lock and calls sweep_trash_delete().
+ * caller then releases the lock and calls rmtree_trash_delete().
  * A missing directory is fine (trash is then "").
  */
 int	scratch_retire(struct scratch_base *sb, const char *id, char *trash,

@@ -1,24 +1,18 @@
 /*
- * Safe removal of directory trees inside a base directory, and the scratch
- * sweeper built on it. Shared by wsfs (the sweep timer), wsctl sweep, wsctl
- * scratch end and wsctl workspace rm.
+ * The scratch sweeper: one pass over a scratch base removes the
+ * workspaces whose task has ended and those idle longer than the ttl that
+ * nobody holds; the removal itself is rmtree.c's. Shared by wsfs (the
+ * sweep timer) and wsctl sweep.
  *
- * A tree is first renamed into BASE/.wsfs-trash/NAME.NONCE and only then
- * deleted, so a crash half-way leaves a trash entry that the next
- * sweep_empty_trash() finishes, never a half-deleted live workspace. The
- * walk never follows a symlink, never enters another mount (mount points
- * are reported and left in place), never resolves a path outside the
- * directory it started from, and holds a bounded number of descriptors
- * however deep the tree is.
- *
- * Every function returns 0 or -errno. None of them aborts.
+ * Every function returns 0 or -errno unless it says otherwise. None of
+ * them aborts.
  */
 #ifndef WSFS_SWEEP_H
 #define WSFS_SWEEP_H
 
 #include <stdint.h>
 
-#define SWEEP_TRASH_DIR		".wsfs-trash"
+#include "rmtree.h"
 
 struct scratch_base;
 
@@ -39,66 +33,7 @@ enum sweep_event {
 typedef void	sweep_report_fn(void *arg, enum sweep_event ev, const char *id,
 		    const char *detail);
 
-/*
- * Counters of one or more removals. The caller zeroes it and may set
- * report/report_arg to hear about skipped mount points and errors; every
- * call adds to the counters.
- */
-struct sweep_stats {
-	sweep_report_fn	*report;
-	void		*report_arg;
-	uint64_t	 files;		/* non-directories unlinked */
-	uint64_t	 dirs;		/* directories removed */
-	uint64_t	 mounts;	/* mount points left in place */
-	uint64_t	 left;		/* entries that could not be removed */
-};
-
-/*
- * Remove BASE/NAME (NAME: one path component, not starting with '.'):
- * rename it into the trash, then delete it. base_fd must be a directory.
- * Returns 0 when the tree is gone, -ENOENT if NAME does not exist,
- * -ENOTDIR if it is not a directory, -EXDEV if NAME is itself a mount
- * point, -EBUSY if it went to the trash but something inside (a mount
- * point, an immutable file) was left there, -EINVAL for a bad name.
- */
-int	sweep_remove_tree(int base_fd, const char *name, struct sweep_stats *st);
-
-/*
- * The two halves of sweep_remove_tree for callers that must do something in
- * between (the scratch sweeper drops the workspace's metadata and lock).
- * sweep_trash_move renames BASE/NAME into the trash and fsyncs both
- * directories; it writes the trash entry's name into trash (size >= 300).
- * sweep_trash_delete deletes BASE/.wsfs-trash/TRASHNAME.
- */
-int	sweep_trash_move(int base_fd, const char *name, char *trash,
-	    size_t trashlen);
-int	sweep_trash_delete(int base_fd, const char *trashname,
-	    struct sweep_stats *st);
-
-/*
- * Finish every leftover entry in BASE/.wsfs-trash (a crash or a mount
- * point interrupted it). *finished (may be NULL) counts entries fully
- * removed. A missing trash directory is not an error.
- */
-int	sweep_empty_trash(int base_fd, struct sweep_stats *st,
-	    uint64_t *finished);
-
-/*
- * Allocated size in bytes of the tree DIRFD/NAME, walked with the same
- * rules (no symlinks followed, no mounts crossed); hard links count once
- * per link.
- */
-int	sweep_tree_size(int dirfd, const char *name, uint64_t *bytes);
-
-/*
- * Unlink files in io_uring batches (when the kernel allows it) instead of
- * one unlinkat at a time. Default off: unlinks in one directory serialise
- * on its lock, and on the machines measured the batches were slower.
- * Process-wide; set it before sweeping.
- */
-void	sweep_use_uring(int on);
-
-/* The scratch sweeper. */
+/* What one sweep does and whom it tells. */
 struct sweep_params {
 	double		 ttl_hours;	/* idle time before removal */
 	int		 dry_run;	/* decide and report, remove nothing */
@@ -112,7 +47,7 @@ struct sweep_result {
 	uint64_t	 in_use;	/* of those, kept because in use */
 	uint64_t	 trash;		/* leftover trash entries finished */
 	uint64_t	 errors;
-	struct sweep_stats stats;	/* files, dirs, mount points */
+	struct rmtree_stats stats;	/* files, dirs, mount points */
 };
 
 /*

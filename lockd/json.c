@@ -47,6 +47,12 @@ json_utf8_len(const unsigned char *p, size_t n)
 	return need + 1;
 }
 
+/* The two-character escapes of RFC 8259; other control bytes get \u00XX. */
+static const char json_short[0x80] = {
+	['"'] = '"', ['\\'] = '\\', ['\b'] = 'b', ['\f'] = 'f',
+	['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
+};
+
 void
 json_put_bytes(FILE *f, const void *s, size_t len)
 {
@@ -54,43 +60,21 @@ json_put_bytes(FILE *f, const void *s, size_t len)
 	size_t			 n;
 
 	putc('"', f);
-	while (p < end) {
-		switch (*p) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\b':
-			fputs("\\b", f);
-			break;
-		case '\f':
-			fputs("\\f", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\r':
-			fputs("\\r", f);
-			break;
-		case '\t':
-			fputs("\\t", f);
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fprintf(f, "\\u%04x", *p);
-			else if (*p < 0x80)
-				putc(*p, f);
-			else if ((n = json_utf8_len(p, (size_t)(end - p))) > 0) {
-				fwrite(p, 1, n, f);
-				p += n;
-				continue;
-			} else
-				fprintf(f, "\\udc%02x", *p);
-			break;
+	for (; p < end; p += n) {
+		n = 1;
+		if (*p < 0x80 && json_short[*p] != '\0') {
+			putc('\\', f);
+			putc(json_short[*p], f);
+		} else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else if (*p < 0x80)
+			putc(*p, f);
+		else if ((n = json_utf8_len(p, (size_t)(end - p))) > 0)
+			fwrite(p, 1, n, f);
+		else {
+			fprintf(f, "\\udc%02x", *p);
+			n = 1;
 		}
-		p++;
 	}
 	putc('"', f);
 }

@@ -16,13 +16,16 @@ check_PROGRAMS += tests/unit/test_table tests/unit/test_proto \
 	tests/unit/test_client
 tests_unit_test_table_SOURCES = tests/unit/test_table.c lockd/table.c \
 	lockd/lockd.h lockd/proto.h
+tests_unit_test_table_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_table_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_table_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
 tests_unit_test_proto_SOURCES = tests/unit/test_proto.c lockd/codec.c \
 	lockd/addr.c lockd/lockd.h lockd/proto.h
+tests_unit_test_proto_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_proto_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_proto_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
 tests_unit_test_client_SOURCES = tests/unit/test_client.c
+tests_unit_test_client_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_client_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_client_LDADD = lockd/libwslock.a $(CMOCKA_LIBS) \
 	$(SODIUM_LIBS) -lpthread
@@ -32,15 +35,16 @@ if ENABLE_FUZZING
 FUZZ_TARGETS += tests/fuzz/fuzz_proto
 tests_fuzz_fuzz_proto_SOURCES = tests/fuzz/fuzz_proto.c lockd/codec.c \
 	lockd/lockd.h lockd/proto.h
+tests_fuzz_fuzz_proto_CPPFLAGS = $(LOCKD_INC)
 tests_fuzz_fuzz_proto_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_proto_LDFLAGS = -fsanitize=fuzzer,address,undefined
 endif
 
 sbin_PROGRAMS += lockd/wslockd
 lockd_wslockd_SOURCES = lockd/main.c lockd/server.c lockd/state.c \
-	lockd/metrics.c lockd/metrics.h $(LOCKD_COMMON) lockd/log.c lockd/log.h
+	$(LOCKD_COMMON)
 lockd_wslockd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
-lockd_wslockd_LDADD = $(SODIUM_LIBS) -lpthread
+lockd_wslockd_LDADD = lockd/libwsutil.a $(SODIUM_LIBS) -lpthread
 
 # The client library, linked by wsfs, wsctl and the test client.
 noinst_LIBRARIES += lockd/libwslock.a
@@ -49,6 +53,7 @@ lockd_libwslock_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 
 check_PROGRAMS += tests/lockd/lockclient
 tests_lockd_lockclient_SOURCES = tests/lockd/lockclient.c
+tests_lockd_lockclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_lockclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
 
 dist_man_MANS += lockd/wslockd.8
@@ -56,18 +61,33 @@ dist_man_MANS += lockd/wslockd.8
 # Load generator of scripts/bench-lockd (wslockd, redis and etcd).
 check_PROGRAMS += tests/lockd/benchclient
 tests_lockd_benchclient_SOURCES = tests/lockd/benchclient.c
+tests_lockd_benchclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_benchclient_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 tests_lockd_benchclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
 
 check_PROGRAMS += tests/lockd/mtclient
 tests_lockd_mtclient_SOURCES = tests/lockd/mtclient.c
+tests_lockd_mtclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_mtclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
 
-# The JSON string escaper of every --json answer (wsctl, wsfs status).
+# libwsutil: what every program needs and no program owns: logging, the
+# metrics endpoint, JSON strings, strict numbers. metrics.c parses
+# addresses with addr.c, so its users link libwslock.a (or addr.c) after.
+noinst_LIBRARIES += lockd/libwsutil.a
+lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/metrics.c \
+	lockd/metrics.h lockd/json.c lockd/json.h lockd/number.c \
+	lockd/number.h lockd/defaults.h
+lockd_libwsutil_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
+
 if HAVE_CMOCKA
-UNIT_TESTS += tests/unit/test_json
-check_PROGRAMS += tests/unit/test_json
-tests_unit_test_json_SOURCES = tests/unit/test_json.c lockd/json.c lockd/json.h
+UNIT_TESTS += tests/unit/test_json tests/unit/test_number
+check_PROGRAMS += tests/unit/test_json tests/unit/test_number
+tests_unit_test_json_SOURCES = tests/unit/test_json.c
+tests_unit_test_json_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_json_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-tests_unit_test_json_LDADD = $(CMOCKA_LIBS)
+tests_unit_test_json_LDADD = lockd/libwsutil.a $(CMOCKA_LIBS)
+tests_unit_test_number_SOURCES = tests/unit/test_number.c
+tests_unit_test_number_CPPFLAGS = $(LOCKD_INC)
+tests_unit_test_number_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_number_LDADD = lockd/libwsutil.a $(CMOCKA_LIBS)
 endif

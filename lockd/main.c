@@ -15,14 +15,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "defaults.h"
 #include "lockd.h"
 #include "log.h"
 
-#define DEFAULT_UNIX	"unix:/run/wslockd/wslockd.sock"
-#define DEFAULT_TCP	":7420"
+#define DEFAULT_UNIX	WS_DEFAULT_LOCKD
+#define DEFAULT_TCP	WS_DEFAULT_LOCKD_TCP
 /* The same place wsfs and wsctl use, whatever the prefix. */
-#define DEFAULT_KEY	"/etc/wsfs/cluster.key"
-#define DEFAULT_STATE	"/var/lib/wslockd"
+#define DEFAULT_KEY	WS_DEFAULT_KEY
+#define DEFAULT_STATE	WS_DEFAULT_LOCKD_STATE
 #define MAX_LISTEN	16
 
 static const char usage_text[] =

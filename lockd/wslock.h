@@ -88,8 +88,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "defaults.h"
+
 #define WSLOCK_EOF		UINT64_MAX	/* end of the whole object */
-#define WSLOCK_DEFAULT_PORT	7420
+#define WSLOCK_DEFAULT_PORT	WS_DEFAULT_PORT
 
 /* Modes. */
 #define WSLOCK_SHARED		1

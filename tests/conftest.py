@@ -7,6 +7,9 @@ import sys
 
 import pytest
 
+# The one sys.path edit of the suites: tests/ holds wsfstest.py. A suite's
+# own helper (scratchlib, clusterlib, ...) sits beside its tests, where
+# pytest's default import mode finds it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wsfstest  # noqa: E402

@@ -17,6 +17,7 @@ import os
 import pickle
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -454,7 +455,73 @@ def outcome(fn, *args, **kwargs):
 
 
 def errname(e):
+    """The symbolic name of errno value e ("ENOENT")."""
     return errno.errorcode.get(e, str(e))
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- canaries: what must never change --------------------------------------
+
+_DIRFLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def snapshot(path):
+    """Everything observable about one entry, read without changing it:
+    the lstat fields with atime (read with O_NOATIME, so only someone
+    else's read moves it), a file's content, a directory's names, a
+    link's target, the xattrs. None if path does not exist."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    s = {"type": stat.S_IFMT(st.st_mode), "mode": stat.S_IMODE(st.st_mode),
+         "uid": st.st_uid, "gid": st.st_gid, "ino": st.st_ino,
+         "nlink": st.st_nlink, "size": st.st_size,
+         "atime": st.st_atime_ns, "mtime": st.st_mtime_ns,
+         "ctime": st.st_ctime_ns}
+    if stat.S_ISREG(st.st_mode):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NOATIME)
+        try:
+            s["data"] = os.read(fd, 1 << 20)
+        finally:
+            os.close(fd)
+    elif stat.S_ISDIR(st.st_mode):
+        fd = os.open(path, _DIRFLAGS | os.O_NOATIME)
+        try:
+            s["names"] = sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
+    elif stat.S_ISLNK(st.st_mode):
+        s["target"] = os.readlink(path)
+    if not stat.S_ISLNK(st.st_mode):
+        try:
+            s["xattrs"] = {k: os.getxattr(path, k, follow_symlinks=False)
+                           for k in sorted(os.listxattr(
+                               path, follow_symlinks=False))}
+        except OSError as e:
+            s["xattrs"] = errname(e.errno)
+    return s
+
+
+def snapshot_tree(root):
+    """snapshot() of every entry below root, keyed by its path relative
+    to root; symlinks are recorded, never followed."""
+    out = {}
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        snap = snapshot(os.path.join(root, rel) if rel else root)
+        if rel:
+            out[rel] = snap
+        if snap is not None and "names" in snap:
+            todo += [os.path.join(rel, n) for n in snap["names"]]
+    return out
 
 
 def stat_summary(st, times=False):

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "defaults.h"
 #include "wslock.h"
 #include "wsctl.h"
 
@@ -252,8 +253,8 @@ cmd_lock(int argc, char **argv)
 	const char		*workspace = NULL;
 	char			 wskey[96];
 	int			 explicit_lockd = 0, localfd = -1;
-	const char		*addr = WSCTL_DEFAULT_LOCKD;
-	const char		*keyfile = WSCTL_DEFAULT_KEY;
+	const char		*addr = WS_DEFAULT_LOCKD;
+	const char		*keyfile = WS_DEFAULT_KEY;
 	struct wslock		*wl = NULL;
 	struct wslock_range	 rg;
 	sigset_t		 mask, old;

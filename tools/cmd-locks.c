@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "defaults.h"
 #include "wslock.h"
 #include "wsctl.h"
 
@@ -137,8 +138,8 @@ cmd_locks(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char		*addr = WSCTL_DEFAULT_LOCKD;
-	const char		*keyfile = WSCTL_DEFAULT_KEY;
+	const char		*addr = WS_DEFAULT_LOCKD;
+	const char		*keyfile = WS_DEFAULT_KEY;
 	struct locks_out	 o = { 0, 0, 0, 0, 0, 1 };
 	struct wslock		*wl;
 	int			 ch, r;

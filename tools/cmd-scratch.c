@@ -27,8 +27,9 @@
 #include "conf.h"
 #include "json.h"
 #include "log.h"
+#include "number.h"
+#include "rmtree.h"
 #include "scratch.h"
-#include "sweep.h"
 #include "wsctl.h"
 
 static int	sc_create(int, char **);
@@ -36,21 +37,17 @@ static int	sc_hold(int, char **);
 static int	sc_end(int, char **);
 static int	sc_list(int, char **);
 
-static const struct {
-	const char	*name;
-	const char	*usage;
-	int		(*exec)(int, char **);
-} sc_cmds[] = {
-	{ "create", "create [--base DIR] [--lifetime task|conversation] "
-	    "[--owner USER] [--label TEXT]", sc_create },
-	{ "hold", "hold [--base DIR] ID -- COMMAND [ARG...]", sc_hold },
-	{ "end", "end [--base DIR] ID", sc_end },
-	{ "list", "list [--base DIR] [--json]", sc_list },
+static const struct wsctl_cmd sc_cmds[] = {
+	{ "create", "[--base DIR] [--lifetime task|conversation] "
+	    "[--owner USER] [--label TEXT]", NULL, sc_create },
+	{ "hold", "[--base DIR] ID -- COMMAND [ARG...]", NULL, sc_hold },
+	{ "end", "[--base DIR] ID", NULL, sc_end },
+	{ "list", "[--base DIR] [--json]", NULL, sc_list },
+	{ NULL, NULL, NULL, NULL }
 };
-#define SC_NCMDS (sizeof sc_cmds / sizeof sc_cmds[0])
 
 int
-scratch_cmd_conf(const char *base_opt, char **base, double *ttl_hours)
+cmd_scratch_conf(const char *base_opt, char **base, double *ttl_hours)
 {
 	struct wsfs_conf	c;
 	char			err[512];
@@ -78,7 +75,7 @@ scratch_cmd_conf(const char *base_opt, char **base, double *ttl_hours)
 }
 
 int
-scratch_cmd_open(const char *base, int flags, struct scratch_base **sb)
+cmd_scratch_open(const char *base, int flags, struct scratch_base **sb)
 {
 	int	r;
 
@@ -167,8 +164,7 @@ static int
 parse_owner(const char *s, uid_t *uid, gid_t *gid)
 {
 	struct passwd	*pw;
-	char		*end;
-	unsigned long	 v;
+	uint64_t	 v;
 
 	if ((pw = getpwnam(s)) != NULL) {
 		*uid = pw->pw_uid;
@@ -177,9 +173,8 @@ parse_owner(const char *s, uid_t *uid, gid_t *gid)
 	}
 	if (*s < '0' || *s > '9')
 		return -ENOENT;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v >= 4294967295UL)
+	/* (uid_t)-1 means "no change" to chown: never an owner. */
+	if (number_parse(s, 0, UINT32_MAX - 1, &v) < 0)
 		return -EINVAL;
 	*uid = (uid_t)v;
 	*gid = (pw = getpwuid(*uid)) != NULL ? pw->pw_gid : (gid_t)v;
@@ -220,10 +215,7 @@ sc_getopt(int argc, char **argv, const char *allowed, struct sc_opts *o)
 	snprintf(what, sizeof what, "scratch %s", cmd);
 	while ((c = getopt_long(argc, argv, "+h", base_opts, NULL)) != -1) {
 		if (c == 'h') {
-			for (size_t i = 0; i < SC_NCMDS; i++)
-				if (strcmp(sc_cmds[i].name, cmd) == 0)
-					printf("usage: wsctl scratch %s\n",
-					    sc_cmds[i].usage);
+			wsctl_sub_usage("scratch", sc_cmds, cmd);
 			return 1;
 		}
 		if (c == '?' || c == ':' || strchr(allowed, c) == NULL) {
@@ -282,9 +274,9 @@ sc_create(int argc, char **argv)
 		return wsctl_usage_error("scratch create", "--owner '%s': %s",
 		    o.owner, r == -ENOENT ? "no such user" :
 		    "not a valid uid");
-	if (scratch_cmd_conf(o.base, &base, NULL) < 0)
+	if (cmd_scratch_conf(o.base, &base, NULL) < 0)
 		goto out;
-	if (scratch_cmd_open(base, SCRATCH_CREATE, &sb) < 0)
+	if (cmd_scratch_open(base, SCRATCH_CREATE, &sb) < 0)
 		goto out;
 	if ((r = scratch_create(sb, o.lifetime, uid, gid, o.label, id)) < 0) {
 		fprintf(stderr, "wsctl: cannot create a workspace in %s: %s\n",
@@ -333,9 +325,9 @@ sc_open_id(int argc, char **argv, const char *allowed, struct sc_opts *o,
 		return wsctl_usage_error(what, "'%s' is not a workspace id "
 		    "(a lower-case uuid as printed by wsctl scratch create)",
 		    id);
-	if (scratch_cmd_conf(o->base, &base, NULL) < 0)
+	if (cmd_scratch_conf(o->base, &base, NULL) < 0)
 		return WSCTL_EXIT_FAIL;
-	r = scratch_cmd_open(base, 0, sb);
+	r = cmd_scratch_open(base, 0, sb);
 	free(base);
 	if (r < 0)
 		return WSCTL_EXIT_FAIL;
@@ -420,7 +412,7 @@ sc_end(int argc, char **argv)
 {
 	struct scratch_base	*sb = NULL;
 	struct scratch_meta	 m;
-	struct sweep_stats	 st;
+	struct rmtree_stats	 st;
 	struct sc_opts		 o;
 	char			 trash[320];
 	int			 fd = -1, r, ret;
@@ -466,12 +458,12 @@ sc_end(int argc, char **argv)
 	close(fd);
 	fd = -1;
 	memset(&st, 0, sizeof st);
-	r = trash[0] != '\0' ? sweep_trash_delete(scratch_base_fd(sb), trash,
+	r = trash[0] != '\0' ? rmtree_trash_delete(scratch_base_fd(sb), trash,
 	    &st) : 0;
 	if (r < 0) {
 		fprintf(stderr, "wsctl: %s: removal incomplete (%s); the rest "
 		    "stays in %s/%s/%s for the sweeper\n", m.id, strerror(-r),
-		    scratch_base_path(sb), SWEEP_TRASH_DIR, trash);
+		    scratch_base_path(sb), RMTREE_TRASH_DIR, trash);
 		goto out;
 	}
 	printf("removed %s (%llu files, %llu directories)\n", m.id,
@@ -544,9 +536,9 @@ sc_list(int argc, char **argv)
 	if (optind != argc)
 		return wsctl_usage_error("scratch list", "unexpected argument "
 		    "'%s'", argv[optind]);
-	if (scratch_cmd_conf(o.base, &base, NULL) < 0)
+	if (cmd_scratch_conf(o.base, &base, NULL) < 0)
 		goto out;
-	if (scratch_cmd_open(base, 0, &sb) < 0)
+	if (cmd_scratch_open(base, 0, &sb) < 0)
 		goto out;
 	if ((fd = openat(scratch_base_fd(sb), ".", O_RDONLY | O_DIRECTORY |
 	    O_CLOEXEC)) < 0 || (d = fdopendir(fd)) == NULL) {
@@ -567,7 +559,7 @@ sc_list(int argc, char **argv)
 		if (scratch_last_use(sb, m.id, &last) < 0 || last < m.created)
 			last = m.created;
 		inuse = scratch_in_use(sb, m.id);
-		have_size = sweep_tree_size(scratch_base_fd(sb), m.id,
+		have_size = rmtree_size(scratch_base_fd(sb), m.id,
 		    &bytes) == 0;
 		fmt_time(m.created, created, sizeof created);
 		fmt_time(last, used, sizeof used);
@@ -617,15 +609,5 @@ out:
 int
 cmd_scratch(int argc, char **argv)
 {
-	size_t	i;
-
-	if (argc < 2)
-		return wsctl_usage_error("scratch", "missing subcommand "
-		    "(create, hold, end or list)");
-	for (i = 0; i < SC_NCMDS; i++) {
-		if (strcmp(argv[1], sc_cmds[i].name) == 0)
-			return sc_cmds[i].exec(argc - 1, argv + 1);
-	}
-	return wsctl_usage_error("scratch", "unknown subcommand '%s'",
-	    argv[1]);
+	return wsctl_dispatch("scratch", sc_cmds, argc, argv);
 }

@@ -11,6 +11,7 @@
  * O_NOFOLLOW and never follows a symlink. Creates and removals of one SOURCE
  * are serialised by a lock file (flock, which the Linux NFS client maps to a
  * POSIX lock on the server), so two admins cannot hand out one uid twice.
+ * The marker's format lives in marker.c; the helpers here are wsp_*.
  */
 #include "config.h"
 
@@ -18,8 +19,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,41 +36,25 @@
 #include "json.h"
 #include "log.h"
 #include "nofollow.h"
-#include "sweep.h"
+#include "rmtree.h"
 #include "wsctl.h"
 
-#define WS_META_DIR	".wsfs"
-#define WS_MARKER_DIR	"workspaces"
-#define WS_LOCK_FILE	"workspaces.lock"
-#define WS_MARKER_MAX	4096		/* bytes of one marker file */
-#define WS_OWNER_MAX	64		/* bytes of an owner name */
-#define WS_HANDLE_MAX	128		/* bytes of a file handle */
+#define WSP_META_DIR	".wsfs"
+#define WSP_MARKER_DIR	"workspaces"
+#define WSP_LOCK_FILE	"workspaces.lock"
 
 /* Uids derived for owners without an account (DESIGN.md rule 5). */
-#define WS_UID_MIN	20000
-#define WS_UID_COUNT	40000		/* 20000 .. 59999 */
-
-/* One marker file: what wsctl recorded when it created a workspace. */
-struct ws_marker {
-	char		 owner[WS_OWNER_MAX + 1];
-	uid_t		 uid;
-	gid_t		 gid;
-	int		 account;	/* the owner had an account */
-	mode_t		 mode;
-	dev_t		 dev;
-	ino_t		 ino;
-	char		 handle[2 * WS_HANDLE_MAX + 16]; /* "TYPE:HEX" or "" */
-	time_t		 created;
-};
+#define WSP_UID_MIN	20000
+#define WSP_UID_COUNT	40000		/* 20000 .. 59999 */
 
 /* A marker together with the workspace name it belongs to. */
-struct ws_record {
+struct wsp_record {
 	char		*name;
-	struct ws_marker m;
+	struct marker m;
 };
 
 /* An opened SOURCE: its fd, the metadata directories and the lock. */
-struct ws_source {
+struct wsp_source {
 	const char	*path;
 	int		 fd;
 	struct stat	 st;
@@ -80,30 +63,26 @@ struct ws_source {
 	int		 lock_fd;	/* held with flock(LOCK_EX), or -1 */
 };
 
-static int	ws_create(int, char **);
-static int	ws_rm(int, char **);
-static int	ws_list(int, char **);
+static int	wsp_create(int, char **);
+static int	wsp_rm(int, char **);
+static int	wsp_list(int, char **);
 
-static const struct {
-	const char	*name;
-	const char	*usage;
-	int		(*exec)(int, char **);
-} ws_cmds[] = {
-	{ "create",	"create SOURCE/NAME [--owner USER]",	ws_create },
-	{ "rm",		"rm SOURCE/NAME",			ws_rm },
-	{ "list",	"list SOURCE [--json]",			ws_list },
+static const struct wsctl_cmd wsp_cmds[] = {
+	{ "create",	"SOURCE/NAME [--owner USER]",	NULL, wsp_create },
+	{ "rm",		"SOURCE/NAME",			NULL, wsp_rm },
+	{ "list",	"SOURCE [--json]",		NULL, wsp_list },
+	{ NULL,		NULL,				NULL, NULL }
 };
-#define WS_NCMDS (sizeof ws_cmds / sizeof ws_cmds[0])
 
 static void
-ws_source_init(struct ws_source *s)
+wsp_source_init(struct wsp_source *s)
 {
 	s->path = NULL;
 	s->fd = s->meta_fd = s->marker_fd = s->lock_fd = -1;
 }
 
 static void
-ws_source_close(struct ws_source *s)
+wsp_source_close(struct wsp_source *s)
 {
 	if (s->lock_fd != -1)
 		close(s->lock_fd);
@@ -113,7 +92,7 @@ ws_source_close(struct ws_source *s)
 		close(s->meta_fd);
 	if (s->fd != -1)
 		close(s->fd);
-	ws_source_init(s);
+	wsp_source_init(s);
 }
 
 /*
@@ -121,7 +100,7 @@ ws_source_close(struct ws_source *s)
  * '/', not starting with '.' (reserved for metadata), at most NAME_MAX.
  */
 static const char *
-ws_name_invalid(const char *name)
+wsp_name_invalid(const char *name)
 {
 	if (*name == '\0')
 		return "the workspace name is empty";
@@ -135,41 +114,11 @@ ws_name_invalid(const char *name)
 }
 
 /*
- * An owner name is stored in the marker as one line, so it must not carry
- * control characters; the rest follows the relaxed useradd(8) rules. All
- * digits is refused because it would read as a uid.
- */
-static const char *
-ws_owner_invalid(const char *owner)
-{
-	const unsigned char	*p;
-	int			 digits = 1;
-
-	if (*owner == '\0')
-		return "the owner name is empty";
-	if (strlen(owner) > WS_OWNER_MAX)
-		return "the owner name is longer than 64 bytes";
-	if (*owner == '-')
-		return "the owner name must not start with '-'";
-	for (p = (const unsigned char *)owner; *p != '\0'; p++) {
-		if (*p < 0x21 || *p == 0x7f || *p == ':' || *p == '/' ||
-		    *p == ',' || *p == '=')
-			return "the owner name contains a space, control "
-			    "character, ':', '/', ',' or '='";
-		if (!isdigit(*p))
-			digits = 0;
-	}
-	if (digits)
-		return "the owner name is all digits; give a user name";
-	return NULL;
-}
-
-/*
  * Split "SOURCE/NAME" into its two parts, in place. Trailing slashes are
  * dropped as mkdir(1) does; a bare NAME means the current directory.
  */
 static int
-ws_split(char *arg, const char **source, const char **name)
+wsp_split(char *arg, const char **source, const char **name)
 {
 	char	*slash;
 	size_t	 len = strlen(arg);
@@ -193,7 +142,7 @@ ws_split(char *arg, const char **source, const char **name)
 
 /* Drop trailing slashes, which would make open(2) follow a symlink. */
 static void
-ws_trim(char *path)
+wsp_trim(char *path)
 {
 	size_t	len = strlen(path);
 
@@ -206,11 +155,11 @@ ws_trim(char *path)
  * Takes the workspace lock when lock is set. Prints why on failure.
  */
 static int
-ws_source_open(struct ws_source *s, const char *path, int create, int lock)
+wsp_source_open(struct wsp_source *s, const char *path, int create, int lock)
 {
 	int	r;
 
-	ws_source_init(s);
+	wsp_source_init(s);
 	s->path = path;
 	if ((r = nofollow_open_path(path, 0)) < 0) {
 		if (r == -ELOOP)
@@ -229,151 +178,59 @@ ws_source_open(struct ws_source *s, const char *path, int create, int lock)
 		log_warn("%s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (create && mkdirat(s->fd, WS_META_DIR, 0755) == -1 &&
+	if (create && mkdirat(s->fd, WSP_META_DIR, 0755) == -1 &&
 	    errno != EEXIST) {
 		r = -errno;
-		log_warn("%s/%s: %s", path, WS_META_DIR, strerror(errno));
+		log_warn("%s/%s: %s", path, WSP_META_DIR, strerror(errno));
 		goto out;
 	}
-	s->meta_fd = openat(s->fd, WS_META_DIR,
+	s->meta_fd = openat(s->fd, WSP_META_DIR,
 	    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->meta_fd == -1) {
 		if (errno == ENOENT && !create)
 			return 0;	/* nothing was ever created here */
 		r = -errno;
-		log_warn("%s/%s: %s", path, WS_META_DIR, errno == ELOOP ?
+		log_warn("%s/%s: %s", path, WSP_META_DIR, errno == ELOOP ?
 		    "is a symlink, refused" : strerror(errno));
 		goto out;
 	}
-	if (create && mkdirat(s->meta_fd, WS_MARKER_DIR, 0755) == -1 &&
+	if (create && mkdirat(s->meta_fd, WSP_MARKER_DIR, 0755) == -1 &&
 	    errno != EEXIST) {
 		r = -errno;
-		log_warn("%s/%s/%s: %s", path, WS_META_DIR, WS_MARKER_DIR,
+		log_warn("%s/%s/%s: %s", path, WSP_META_DIR, WSP_MARKER_DIR,
 		    strerror(errno));
 		goto out;
 	}
-	s->marker_fd = openat(s->meta_fd, WS_MARKER_DIR,
+	s->marker_fd = openat(s->meta_fd, WSP_MARKER_DIR,
 	    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->marker_fd == -1) {
 		if (errno == ENOENT && !create)
 			return 0;
 		r = -errno;
-		log_warn("%s/%s/%s: %s", path, WS_META_DIR, WS_MARKER_DIR,
+		log_warn("%s/%s/%s: %s", path, WSP_META_DIR, WSP_MARKER_DIR,
 		    errno == ELOOP ? "is a symlink, refused" : strerror(errno));
 		goto out;
 	}
 	if (lock) {
-		s->lock_fd = openat(s->meta_fd, WS_LOCK_FILE, O_RDWR | O_CREAT |
-		    O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+		s->lock_fd = openat(s->meta_fd, WSP_LOCK_FILE, O_RDWR |
+		    O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
 		if (s->lock_fd == -1) {
 			r = -errno;
-			log_warn("%s/%s/%s: %s", path, WS_META_DIR,
-			    WS_LOCK_FILE, strerror(errno));
+			log_warn("%s/%s/%s: %s", path, WSP_META_DIR,
+			    WSP_LOCK_FILE, strerror(errno));
 			goto out;
 		}
 		if (flock(s->lock_fd, LOCK_EX) == -1) {
 			r = -errno;
-			log_warn("%s/%s/%s: lock: %s", path, WS_META_DIR,
-			    WS_LOCK_FILE, strerror(errno));
+			log_warn("%s/%s/%s: lock: %s", path, WSP_META_DIR,
+			    WSP_LOCK_FILE, strerror(errno));
 			goto out;
 		}
 	}
 	return 0;
 out:
-	ws_source_close(s);
+	wsp_source_close(s);
 	return r;
-}
-
-static void
-ws_time_format(time_t t, char *buf, size_t len)
-{
-	struct tm	tm;
-
-	if (gmtime_r(&t, &tm) == NULL ||
-	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, len, "%lld", (long long)t);
-}
-
-static int
-ws_parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char			*end;
-	unsigned long long	 v;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* Parse the text of one marker file (key=value lines, '#' comments). */
-static int
-ws_marker_parse(char *text, struct ws_marker *m)
-{
-	struct tm	 tm;
-	char		*line, *next, *eq, *end;
-	uint64_t	 v;
-	int		 have = 0;
-
-	memset(m, 0, sizeof *m);
-	for (line = text; line != NULL && *line != '\0'; line = next) {
-		if ((next = strchr(line, '\n')) != NULL)
-			*next++ = '\0';
-		if (*line == '#' || *line == '\0')
-			continue;
-		if ((eq = strchr(line, '=')) == NULL)
-			return -EINVAL;
-		*eq++ = '\0';
-		if (strcmp(line, "version") == 0) {
-			if (strcmp(eq, "1") != 0)
-				return -EINVAL;
-		} else if (strcmp(line, "owner") == 0) {
-			if (ws_owner_invalid(eq) != NULL &&
-			    strcmp(eq, "root") != 0)
-				return -EINVAL;
-			snprintf(m->owner, sizeof m->owner, "%s", eq);
-			have |= 1;
-		} else if (strcmp(line, "uid") == 0) {
-			if (ws_parse_u64(eq, UINT32_MAX - 1, &v) < 0)
-				return -EINVAL;
-			m->uid = (uid_t)v;
-			have |= 2;
-		} else if (strcmp(line, "gid") == 0) {
-			if (ws_parse_u64(eq, UINT32_MAX - 1, &v) < 0)
-				return -EINVAL;
-			m->gid = (gid_t)v;
-		} else if (strcmp(line, "account") == 0)
-			m->account = strcmp(eq, "yes") == 0;
-		else if (strcmp(line, "mode") == 0) {
-			v = strtoul(eq, &end, 8);
-			if (*eq == '\0' || *end != '\0' || v > 07777)
-				return -EINVAL;
-			m->mode = (mode_t)v;
-		} else if (strcmp(line, "dev") == 0) {
-			if (ws_parse_u64(eq, UINT64_MAX, &v) < 0)
-				return -EINVAL;
-			m->dev = (dev_t)v;
-		} else if (strcmp(line, "ino") == 0) {
-			if (ws_parse_u64(eq, UINT64_MAX, &v) < 0)
-				return -EINVAL;
-			m->ino = (ino_t)v;
-			have |= 4;
-		} else if (strcmp(line, "handle") == 0)
-			snprintf(m->handle, sizeof m->handle, "%s", eq);
-		else if (strcmp(line, "created") == 0) {
-			memset(&tm, 0, sizeof tm);
-			end = strptime(eq, "%Y-%m-%dT%H:%M:%SZ", &tm);
-			if (end == NULL || *end != '\0')
-				return -EINVAL;
-			m->created = timegm(&tm);
-		}
-		/* Unknown keys are kept for newer versions of wsctl. */
-	}
-	return have == 7 ? 0 : -EINVAL;
 }
 
 /*
@@ -381,10 +238,10 @@ ws_marker_parse(char *text, struct ws_marker *m)
  * or another -errno (-EINVAL for a damaged marker).
  */
 static int
-ws_marker_read(struct ws_source *s, const char *name, struct ws_marker *m)
+wsp_marker_read(struct wsp_source *s, const char *name, struct marker *m)
 {
 	struct stat	 st;
-	char		 buf[WS_MARKER_MAX + 1];
+	char		 buf[MARKER_MAX + 1];
 	ssize_t		 n;
 	size_t		 len = 0;
 	int		 fd, r;
@@ -399,12 +256,12 @@ ws_marker_read(struct ws_source *s, const char *name, struct ws_marker *m)
 		r = -errno;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode) || st.st_size > WS_MARKER_MAX) {
+	if (!S_ISREG(st.st_mode) || st.st_size > MARKER_MAX) {
 		r = -EINVAL;
 		goto out;
 	}
-	while (len < WS_MARKER_MAX) {
-		n = read(fd, buf + len, WS_MARKER_MAX - len);
+	while (len < MARKER_MAX) {
+		n = read(fd, buf + len, MARKER_MAX - len);
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1) {
@@ -420,7 +277,7 @@ ws_marker_read(struct ws_source *s, const char *name, struct ws_marker *m)
 		r = -EINVAL;
 		goto out;
 	}
-	r = ws_marker_parse(buf, m);
+	r = marker_parse(buf, m);
 out:
 	close(fd);
 	return r;
@@ -428,18 +285,18 @@ out:
 
 /* The file handle of an open directory as "TYPE:HEX", or "" if none. */
 static void
-ws_handle_get(int fd, char *out, size_t outlen)
+wsp_handle_get(int fd, char *out, size_t outlen)
 {
 	union {
 		struct file_handle	fh;
 		char			buf[sizeof(struct file_handle) +
-					    WS_HANDLE_MAX];
+					    MARKER_HANDLE_MAX];
 	} u;
 	size_t	i, off;
 	int	mount_id;
 
 	*out = '\0';
-	u.fh.handle_bytes = WS_HANDLE_MAX;
+	u.fh.handle_bytes = MARKER_HANDLE_MAX;
 	if (name_to_handle_at(fd, "", &u.fh, &mount_id, AT_EMPTY_PATH) == -1)
 		return;		/* the filesystem cannot export handles */
 	off = (size_t)snprintf(out, outlen, "%d:", u.fh.handle_type);
@@ -453,25 +310,17 @@ ws_handle_get(int fd, char *out, size_t outlen)
  * then renamed over it, so a crash never leaves half a marker.
  */
 static int
-ws_marker_write(struct ws_source *s, const char *name,
-    const struct ws_marker *m)
+wsp_marker_write(struct wsp_source *s, const char *name,
+    const struct marker *m)
 {
-	char		 tmp[32], created[64], text[WS_MARKER_MAX];
+	char		 tmp[32], text[MARKER_MAX];
 	size_t		 len, off = 0;
 	ssize_t		 n;
 	int		 fd, r;
 
-	ws_time_format(m->created, created, sizeof created);
-	len = (size_t)snprintf(text, sizeof text,
-	    "# Created by wsctl workspace create; wsctl workspace rm removes\n"
-	    "# the workspace only while its inode matches this marker.\n"
-	    "version=1\nowner=%s\nuid=%lu\ngid=%lu\naccount=%s\nmode=%04o\n"
-	    "dev=%ju\nino=%ju\nhandle=%s\ncreated=%s\n", m->owner,
-	    (unsigned long)m->uid, (unsigned long)m->gid,
-	    m->account ? "yes" : "no", (unsigned int)m->mode,
-	    (uintmax_t)m->dev, (uintmax_t)m->ino, m->handle, created);
-	if (len >= sizeof text)
-		return -ENAMETOOLONG;
+	if ((r = marker_format(m, text, sizeof text)) < 0)
+		return r;
+	len = (size_t)r;
 	snprintf(tmp, sizeof tmp, ".tmp.%08" PRIx32, randombytes_random());
 	fd = openat(s->marker_fd, tmp, O_WRONLY | O_CREAT | O_EXCL |
 	    O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -507,7 +356,7 @@ fail:
 }
 
 static void
-ws_records_free(struct ws_record *v, size_t n)
+wsp_records_free(struct wsp_record *v, size_t n)
 {
 	size_t	i;
 
@@ -517,10 +366,10 @@ ws_records_free(struct ws_record *v, size_t n)
 }
 
 static int
-ws_record_cmp(const void *a, const void *b)
+wsp_record_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct ws_record *)a)->name,
-	    ((const struct ws_record *)b)->name);
+	return strcmp(((const struct wsp_record *)a)->name,
+	    ((const struct wsp_record *)b)->name);
 }
 
 /*
@@ -529,67 +378,52 @@ ws_record_cmp(const void *a, const void *b)
  * a partial picture.
  */
 static int
-ws_records_read(struct ws_source *s, struct ws_record **out, size_t *nout)
+wsp_records_read(struct wsp_source *s, struct wsp_record **out, size_t *nout)
 {
-	struct ws_record	*v = NULL, *nv;
-	struct dirent		*de;
-	DIR			*d = NULL;
-	size_t			 n = 0, cap = 0;
-	int			 fd, r;
+	struct wsp_record	*v = NULL;
+	char			**names = NULL;
+	size_t			  i, n = 0, cap;
+	int			  r;
 
 	if (s->marker_fd == -1) {
 		*out = NULL;
 		*nout = 0;
 		return 0;
 	}
-	if ((fd = dup(s->marker_fd)) == -1)
-		return -errno;
-	if ((d = fdopendir(fd)) == NULL) {
-		r = -errno;
-		close(fd);
+	if ((r = rmtree_names(s->marker_fd, &names)) < 0)
 		return r;
+	for (cap = 0; names[cap] != NULL; cap++)
+		;
+	if ((v = calloc(cap + 1, sizeof *v)) == NULL) {
+		r = -ENOMEM;
+		goto out;
 	}
-	rewinddir(d);
-	for (;;) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			if ((r = -errno) < 0)
-				goto fail;
-			break;
-		}
-		if (de->d_name[0] == '.')
+	for (i = 0; names[i] != NULL; i++) {
+		if (names[i][0] == '.')
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			if ((nv = reallocarray(v, cap, sizeof *v)) == NULL) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			v = nv;
-		}
-		if ((v[n].name = strdup(de->d_name)) == NULL) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		if ((r = ws_marker_read(s, de->d_name, &v[n].m)) < 0) {
-			log_warn("%s/%s/%s/%s: %s", s->path, WS_META_DIR,
-			    WS_MARKER_DIR, de->d_name, r == -EINVAL ?
+		if ((r = wsp_marker_read(s, names[i], &v[n].m)) < 0) {
+			log_warn("%s/%s/%s/%s: %s", s->path, WSP_META_DIR,
+			    WSP_MARKER_DIR, names[i], r == -EINVAL ?
 			    "damaged marker; an operator must repair or "
 			    "remove it" : strerror(-r));
-			free(v[n].name);
-			goto fail;
+			goto out;
+		}
+		if ((v[n].name = strdup(names[i])) == NULL) {
+			r = -ENOMEM;
+			goto out;
 		}
 		n++;
 	}
-	closedir(d);
 	if (n > 1)
-		qsort(v, n, sizeof *v, ws_record_cmp);
+		qsort(v, n, sizeof *v, wsp_record_cmp);
 	*out = v;
 	*nout = n;
-	return 0;
-fail:
-	closedir(d);
-	ws_records_free(v, n);
+	v = NULL;
+	n = 0;
+	r = 0;
+out:
+	wsp_records_free(v, n);
+	rmtree_names_free(names);
 	return r;
 }
 
@@ -602,7 +436,7 @@ fail:
  * gives the same digest.
  */
 static uid_t
-ws_uid_hash(const char *owner)
+wsp_uid_hash(const char *owner)
 {
 	unsigned char	d[crypto_generichash_BYTES];
 	uint64_t	h = 0;
@@ -612,7 +446,7 @@ ws_uid_hash(const char *owner)
 	    strlen(owner), NULL, 0);
 	for (i = 7; i >= 0; i--)
 		h = (h << 8) | d[i];
-	return (uid_t)(WS_UID_MIN + h % WS_UID_COUNT);
+	return (uid_t)(WSP_UID_MIN + h % WSP_UID_COUNT);
 }
 
 /*
@@ -622,36 +456,27 @@ ws_uid_hash(const char *owner)
  * those would let someone else into the new workspace or its files.
  */
 static int
-ws_uid_free(struct ws_source *s, const struct ws_record *rec, size_t nrec,
+wsp_uid_free(struct wsp_source *s, const struct wsp_record *rec, size_t nrec,
     uid_t uid)
 {
-	struct dirent	*de;
-	struct stat	 st;
-	DIR		*d;
-	size_t		 i;
-	int		 fd, taken = 0;
+	struct stat	  st;
+	char		**names;
+	size_t		  i;
+	int		  taken = 0;
 
 	for (i = 0; i < nrec; i++)
 		if (rec[i].m.uid == uid)
 			return 0;
 	if (getpwuid(uid) != NULL || getgrgid((gid_t)uid) != NULL)
 		return 0;
-	if ((fd = dup(s->fd)) == -1)
+	if (rmtree_names(s->fd, &names) < 0)
 		return 0;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return 0;
-	}
-	rewinddir(d);
-	while (!taken && (de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(s->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	for (i = 0; !taken && names[i] != NULL; i++) {
+		if (fstatat(s->fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    st.st_uid == uid)
 			taken = 1;
 	}
-	closedir(d);
+	rmtree_names_free(names);
 	return !taken;
 }
 
@@ -663,8 +488,8 @@ ws_uid_free(struct ws_source *s, const struct ws_record *rec, size_t nrec,
  * several uids, is refused: only an operator can tell which is right.
  */
 static int
-ws_owner_ids(struct ws_source *s, const struct ws_record *rec, size_t nrec,
-    const char *owner, struct ws_marker *m)
+wsp_owner_ids(struct wsp_source *s, const struct wsp_record *rec, size_t nrec,
+    const char *owner, struct marker *m)
 {
 	struct passwd	*pw, *other;
 	const char	*mine = NULL;
@@ -682,7 +507,7 @@ ws_owner_ids(struct ws_source *s, const struct ws_record *rec, size_t nrec,
 			    "an operator must fix the markers in %s/%s/%s",
 			    owner, (unsigned long)uid, mine,
 			    (unsigned long)rec[i].m.uid, rec[i].name, s->path,
-			    WS_META_DIR, WS_MARKER_DIR);
+			    WSP_META_DIR, WSP_MARKER_DIR);
 			return -EEXIST;
 		}
 		recorded = 1;
@@ -716,16 +541,17 @@ ws_owner_ids(struct ws_source *s, const struct ws_record *rec, size_t nrec,
 		}
 		m->uid = m->gid = uid;
 	} else {
-		h = ws_uid_hash(owner);
-		for (probe = 0; probe < WS_UID_COUNT; probe++) {
-			uid = WS_UID_MIN +
-			    (h - WS_UID_MIN + probe) % WS_UID_COUNT;
-			if (ws_uid_free(s, rec, nrec, uid))
+		h = wsp_uid_hash(owner);
+		for (probe = 0; probe < WSP_UID_COUNT; probe++) {
+			uid = WSP_UID_MIN +
+			    (h - WSP_UID_MIN + probe) % WSP_UID_COUNT;
+			if (wsp_uid_free(s, rec, nrec, uid))
 				break;
 		}
-		if (probe == WS_UID_COUNT) {
+		if (probe == WSP_UID_COUNT) {
 			log_warn("no free uid left in %d-%d for owner '%s'",
-			    WS_UID_MIN, WS_UID_MIN + WS_UID_COUNT - 1, owner);
+			    WSP_UID_MIN, WSP_UID_MIN + WSP_UID_COUNT - 1,
+			    owner);
 			return -ENOSPC;
 		}
 		if (probe != 0)
@@ -740,7 +566,7 @@ ws_owner_ids(struct ws_source *s, const struct ws_record *rec, size_t nrec,
 			    "'%s' too (workspace '%s'); refusing to share it, "
 			    "an operator must fix the markers in %s/%s/%s",
 			    (unsigned long)m->uid, owner, rec[i].m.owner,
-			    rec[i].name, s->path, WS_META_DIR, WS_MARKER_DIR);
+			    rec[i].name, s->path, WSP_META_DIR, WSP_MARKER_DIR);
 			return -EEXIST;
 		}
 	}
@@ -749,7 +575,7 @@ ws_owner_ids(struct ws_source *s, const struct ws_record *rec, size_t nrec,
 
 /* Parse the options of one workspace subcommand: --owner and --json. */
 static int
-ws_getopt(int argc, char **argv, const char *cmd, int allow_owner,
+wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
     int allow_json, const char **owner, int *json)
 {
 	static const struct option opts[] = {
@@ -758,7 +584,6 @@ ws_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 		{ "help",	no_argument,		NULL, 'h' },
 		{ NULL,		0,			NULL, 0 },
 	};
-	size_t	i;
 	int	c;
 
 	optind = 1;
@@ -776,10 +601,7 @@ ws_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 			*json = 1;
 			break;
 		case 'h':
-			for (i = 0; i < WS_NCMDS; i++)
-				if (strcmp(ws_cmds[i].name, cmd) == 0)
-					printf("usage: wsctl workspace %s\n",
-					    ws_cmds[i].usage);
+			wsctl_sub_usage("workspace", wsp_cmds, cmd);
 			return 1;
 		case ':':
 			wsctl_usage_error("workspace", "%s: option '%s' needs "
@@ -798,37 +620,37 @@ bad:
 
 /* wsctl workspace create SOURCE/NAME [--owner USER] */
 static int
-ws_create(int argc, char **argv)
+wsp_create(int argc, char **argv)
 {
-	struct ws_source	 s;
-	struct ws_record	*rec = NULL;
-	struct ws_marker	 m, old;
+	struct wsp_source	 s;
+	struct wsp_record	*rec = NULL;
+	struct marker	 m, old;
 	struct stat		 st;
 	const char		*owner = NULL, *source, *name, *why;
 	size_t			 nrec = 0;
 	int			 json = 0, dfd = -1, made = 0, marked = 0;
 	int			 r, ret = WSCTL_EXIT_FAIL;
 
-	ws_source_init(&s);
-	if ((r = ws_getopt(argc, argv, "create", 1, 0, &owner, &json)) != 0)
+	wsp_source_init(&s);
+	if ((r = wsp_getopt(argc, argv, "create", 1, 0, &owner, &json)) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
 	if (argc - optind != 1)
 		return wsctl_usage_error("workspace", "create: expected one "
 		    "SOURCE/NAME");
-	ws_split(argv[optind], &source, &name);
-	if ((why = ws_name_invalid(name)) != NULL)
+	wsp_split(argv[optind], &source, &name);
+	if ((why = wsp_name_invalid(name)) != NULL)
 		return wsctl_usage_error("workspace", "create: '%s': %s",
 		    name, why);
-	if (owner != NULL && (why = ws_owner_invalid(owner)) != NULL)
+	if (owner != NULL && (why = marker_owner_invalid(owner)) != NULL)
 		return wsctl_usage_error("workspace", "create: owner '%s': %s",
 		    owner, why);
 
-	if (ws_source_open(&s, source, 1, 1) < 0)
+	if (wsp_source_open(&s, source, 1, 1) < 0)
 		goto out;
-	if (ws_records_read(&s, &rec, &nrec) < 0)
+	if (wsp_records_read(&s, &rec, &nrec) < 0)
 		goto out;
 	memset(&m, 0, sizeof m);
-	if (ws_owner_ids(&s, rec, nrec, owner != NULL ? owner : "root",
+	if (wsp_owner_ids(&s, rec, nrec, owner != NULL ? owner : "root",
 	    &m) < 0)
 		goto out;
 	m.mode = owner != NULL ? 0700 : 0755;
@@ -844,7 +666,7 @@ ws_create(int argc, char **argv)
 		log_warn("%s/%s: %s", source, name, strerror(errno));
 		goto out;
 	}
-	if ((r = ws_marker_read(&s, name, &old)) != -ENOENT)
+	if ((r = wsp_marker_read(&s, name, &old)) != -ENOENT)
 		log_warn("%s/%s: replacing the stale marker of a workspace "
 		    "that no longer exists", source, name);
 
@@ -865,10 +687,10 @@ ws_create(int argc, char **argv)
 	}
 	m.dev = st.st_dev;
 	m.ino = st.st_ino;
-	ws_handle_get(dfd, m.handle, sizeof m.handle);
-	if ((r = ws_marker_write(&s, name, &m)) < 0) {
-		log_warn("%s/%s/%s/%s: %s", source, WS_META_DIR, WS_MARKER_DIR,
-		    name, strerror(-r));
+	wsp_handle_get(dfd, m.handle, sizeof m.handle);
+	if ((r = wsp_marker_write(&s, name, &m)) < 0) {
+		log_warn("%s/%s/%s/%s: %s", source, WSP_META_DIR,
+		    WSP_MARKER_DIR, name, strerror(-r));
 		goto out;
 	}
 	marked = 1;
@@ -887,8 +709,8 @@ out:
 		unlinkat(s.fd, name, AT_REMOVEDIR);	/* still empty */
 	if (dfd != -1)
 		close(dfd);
-	ws_records_free(rec, nrec);
-	ws_source_close(&s);
+	wsp_records_free(rec, nrec);
+	wsp_source_close(&s);
 	return ret;
 }
 
@@ -902,8 +724,8 @@ out:
  * dirfd in messages.
  */
 static int
-ws_check_inode(struct ws_source *s, int dirfd, const char *where,
-    const char *name, const struct ws_marker *m)
+wsp_check_inode(struct wsp_source *s, int dirfd, const char *where,
+    const char *name, const struct marker *m)
 {
 	struct stat	st;
 	char		handle[sizeof m->handle];
@@ -931,7 +753,7 @@ ws_check_inode(struct ws_source *s, int dirfd, const char *where,
 		r = -EXDEV;
 		goto out;
 	}
-	ws_handle_get(fd, handle, sizeof handle);
+	wsp_handle_get(fd, handle, sizeof handle);
 	if (st.st_ino != m->ino || (m->handle[0] != '\0' &&
 	    handle[0] != '\0' && strcmp(handle, m->handle) != 0)) {
 		log_warn("%s/%s is not the directory wsctl created (inode "
@@ -946,16 +768,16 @@ out:
 
 /* Tell the admin what the safe deletion had to leave in place. */
 static void
-ws_sweep_report(void *arg, enum sweep_event ev, const char *id,
+wsp_rmtree_report(void *arg, enum rmtree_event ev, const char *id,
     const char *detail)
 {
 	const char	*source = arg;
 
-	if (ev == SWEEP_EV_MOUNT)
+	if (ev == RMTREE_EV_MOUNT)
 		log_warn("%s/%s/%s: a mount point, not crossed and left in "
-		    "place", source, SWEEP_TRASH_DIR, detail);
-	else if (ev == SWEEP_EV_ERROR)
-		log_warn("%s/%s/%s: %s", source, SWEEP_TRASH_DIR, id, detail);
+		    "place", source, RMTREE_TRASH_DIR, detail);
+	else if (ev == RMTREE_EV_ERROR)
+		log_warn("%s/%s/%s: %s", source, RMTREE_TRASH_DIR, id, detail);
 }
 
 /*
@@ -966,27 +788,27 @@ ws_sweep_report(void *arg, enum sweep_event ev, const char *id,
  * Anything else that was moved is put back.
  */
 static int
-ws_remove(struct ws_source *s, const char *name, const struct ws_marker *m,
-    struct sweep_stats *stats)
+wsp_remove(struct wsp_source *s, const char *name, const struct marker *m,
+    struct rmtree_stats *stats)
 {
 	char	trash[320], where[PATH_MAX];
 	int	tfd, r;
 
-	if ((r = sweep_trash_move(s->fd, name, trash, sizeof trash)) < 0) {
+	if ((r = rmtree_trash_move(s->fd, name, trash, sizeof trash)) < 0) {
 		log_warn("%s/%s: moving it to %s failed: %s", s->path, name,
-		    SWEEP_TRASH_DIR, strerror(-r));
+		    RMTREE_TRASH_DIR, strerror(-r));
 		return r;
 	}
-	tfd = openat(s->fd, SWEEP_TRASH_DIR, O_RDONLY | O_DIRECTORY |
+	tfd = openat(s->fd, RMTREE_TRASH_DIR, O_RDONLY | O_DIRECTORY |
 	    O_NOFOLLOW | O_CLOEXEC);
 	if (tfd == -1) {
 		r = -errno;
-		log_warn("%s/%s: %s", s->path, SWEEP_TRASH_DIR,
+		log_warn("%s/%s: %s", s->path, RMTREE_TRASH_DIR,
 		    strerror(errno));
 		return r;
 	}
-	snprintf(where, sizeof where, "%s/%s", s->path, SWEEP_TRASH_DIR);
-	if ((r = ws_check_inode(s, tfd, where, trash, m)) < 0) {
+	snprintf(where, sizeof where, "%s/%s", s->path, RMTREE_TRASH_DIR);
+	if ((r = wsp_check_inode(s, tfd, where, trash, m)) < 0) {
 		if (renameat2(tfd, trash, s->fd, name, RENAME_NOREPLACE) == -1)
 			log_warn("%s/%s: could not be put back as %s/%s: %s",
 			    where, trash, s->path, name, strerror(errno));
@@ -994,7 +816,7 @@ ws_remove(struct ws_source *s, const char *name, const struct ws_marker *m,
 		return r;
 	}
 	close(tfd);
-	if ((r = sweep_trash_delete(s->fd, trash, stats)) < 0) {
+	if ((r = rmtree_trash_delete(s->fd, trash, stats)) < 0) {
 		if (r == -EBUSY)
 			log_warn("%s/%s: removed except for what is left in "
 			    "%s/%s", s->path, name, where, trash);
@@ -1007,59 +829,59 @@ ws_remove(struct ws_source *s, const char *name, const struct ws_marker *m,
 
 /* wsctl workspace rm SOURCE/NAME */
 static int
-ws_rm(int argc, char **argv)
+wsp_rm(int argc, char **argv)
 {
-	struct ws_source	 s;
-	struct ws_marker	 m;
-	struct sweep_stats	 stats;
+	struct wsp_source	 s;
+	struct marker	 m;
+	struct rmtree_stats	 stats;
 	const char		*source, *name, *why, *owner = NULL;
 	uint64_t		 finished = 0;
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
-	ws_source_init(&s);
-	if ((r = ws_getopt(argc, argv, "rm", 0, 0, &owner, &json)) != 0)
+	wsp_source_init(&s);
+	if ((r = wsp_getopt(argc, argv, "rm", 0, 0, &owner, &json)) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
 	if (argc - optind != 1)
 		return wsctl_usage_error("workspace", "rm: expected one "
 		    "SOURCE/NAME");
-	ws_split(argv[optind], &source, &name);
-	if ((why = ws_name_invalid(name)) != NULL)
+	wsp_split(argv[optind], &source, &name);
+	if ((why = wsp_name_invalid(name)) != NULL)
 		return wsctl_usage_error("workspace", "rm: '%s': %s", name,
 		    why);
 
-	if (ws_source_open(&s, source, 0, 1) < 0)
+	if (wsp_source_open(&s, source, 0, 1) < 0)
 		goto out;
 	memset(&stats, 0, sizeof stats);
-	stats.report = ws_sweep_report;
+	stats.report = wsp_rmtree_report;
 	stats.report_arg = (void *)source;
 	/*
 	 * An earlier rm that crashed half-way left its tree in the trash;
 	 * finish it first (the workspace lock keeps other rm's out of it).
 	 */
-	if ((r = sweep_empty_trash(s.fd, &stats, &finished)) < 0)
+	if ((r = rmtree_empty_trash(s.fd, &stats, &finished)) < 0)
 		log_warn("%s/%s: finishing earlier removals: %s", source,
-		    SWEEP_TRASH_DIR, strerror(-r));
+		    RMTREE_TRASH_DIR, strerror(-r));
 	else if (finished > 0)
 		log_info("%s/%s: finished %ju interrupted removal%s", source,
-		    SWEEP_TRASH_DIR, (uintmax_t)finished,
+		    RMTREE_TRASH_DIR, (uintmax_t)finished,
 		    finished == 1 ? "" : "s");
-	if ((r = ws_marker_read(&s, name, &m)) < 0) {
+	if ((r = wsp_marker_read(&s, name, &m)) < 0) {
 		if (r == -ENOENT)
 			log_warn("%s/%s was not created by wsctl (no marker "
 			    "in %s/%s/%s); not removed", source, name, source,
-			    WS_META_DIR, WS_MARKER_DIR);
+			    WSP_META_DIR, WSP_MARKER_DIR);
 		else
-			log_warn("%s/%s/%s/%s: %s", source, WS_META_DIR,
-			    WS_MARKER_DIR, name, r == -EINVAL ?
+			log_warn("%s/%s/%s/%s: %s", source, WSP_META_DIR,
+			    WSP_MARKER_DIR, name, r == -EINVAL ?
 			    "damaged marker; not removed" : strerror(-r));
 		goto out;
 	}
-	if ((r = ws_check_inode(&s, s.fd, source, name, &m)) < 0) {
+	if ((r = wsp_check_inode(&s, s.fd, source, name, &m)) < 0) {
 		if (r != -ENOENT)
 			goto out;
 		log_warn("%s/%s was already gone; removing its marker",
 		    source, name);
-	} else if ((r = ws_remove(&s, name, &m, &stats)) < 0 && r != -EBUSY)
+	} else if ((r = wsp_remove(&s, name, &m, &stats)) < 0 && r != -EBUSY)
 		goto out;
 	/*
 	 * The marker goes last: a crash before this leaves a stale marker
@@ -1067,8 +889,8 @@ ws_rm(int argc, char **argv)
 	 * -EBUSY the name is gone and only the trash holds the rest.
 	 */
 	if (unlinkat(s.marker_fd, name, 0) == -1) {
-		log_warn("%s/%s/%s/%s: %s", source, WS_META_DIR, WS_MARKER_DIR,
-		    name, strerror(errno));
+		log_warn("%s/%s/%s/%s: %s", source, WSP_META_DIR,
+		    WSP_MARKER_DIR, name, strerror(errno));
 		goto out;
 	}
 	fsync(s.marker_fd);
@@ -1078,14 +900,14 @@ ws_rm(int argc, char **argv)
 	if (r == 0 || r == -ENOENT)
 		ret = WSCTL_EXIT_OK;
 out:
-	ws_source_close(&s);
+	wsp_source_close(&s);
 	return ret;
 }
 
 /* One row of "workspace list". */
-struct ws_row {
+struct wsp_row {
 	char		*name;
-	char		 owner[WS_OWNER_MAX + 1];
+	char		 owner[MARKER_OWNER_MAX + 1];
 	unsigned long	 uid;
 	int		 have_dir;
 	mode_t		 mode;
@@ -1094,23 +916,23 @@ struct ws_row {
 	const char	*state;
 };
 
-struct ws_rows {
-	struct ws_row	*v;
+struct wsp_rows {
+	struct wsp_row	*v;
 	size_t		 n, cap;
 };
 
 static int
-ws_row_cmp(const void *a, const void *b)
+wsp_row_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct ws_row *)a)->name,
-	    ((const struct ws_row *)b)->name);
+	return strcmp(((const struct wsp_row *)a)->name,
+	    ((const struct wsp_row *)b)->name);
 }
 
 /* A new zeroed row named name; an admin tool may die when memory is out. */
-static struct ws_row *
-ws_row_add(struct ws_rows *rows, const char *name)
+static struct wsp_row *
+wsp_row_add(struct wsp_rows *rows, const char *name)
 {
-	struct ws_row	*v, *row;
+	struct wsp_row	*v, *row;
 
 	if (rows->n == rows->cap) {
 		rows->cap = rows->cap ? rows->cap * 2 : 16;
@@ -1126,7 +948,7 @@ ws_row_add(struct ws_rows *rows, const char *name)
 }
 
 static void
-ws_rows_free(struct ws_rows *rows)
+wsp_rows_free(struct wsp_rows *rows)
 {
 	size_t	i;
 
@@ -1142,37 +964,25 @@ ws_rows_free(struct ws_rows *rows)
  * "replaced" (a marker whose name is now another inode or no directory).
  */
 static int
-ws_rows_collect(struct ws_source *s, const struct ws_record *rec,
-    size_t nrec, struct ws_rows *rows)
+wsp_rows_collect(struct wsp_source *s, const struct wsp_record *rec,
+    size_t nrec, struct wsp_rows *rows)
 {
-	struct ws_row	*row;
-	struct dirent	*de;
-	struct passwd	*pw;
-	struct stat	 st;
-	DIR		*d;
-	size_t		 i, j;
-	int		 fd, r = 0;
+	struct wsp_row	 *row;
+	struct passwd	 *pw;
+	struct stat	  st;
+	char		**names;
+	size_t		  i, j;
+	int		  r;
 
-	if ((fd = dup(s->fd)) == -1)
-		return -errno;
-	if ((d = fdopendir(fd)) == NULL) {
-		r = -errno;
-		close(fd);
+	if ((r = rmtree_names(s->fd, &names)) < 0)
 		return r;
-	}
-	rewinddir(d);
-	for (;;) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			r = -errno;
-			break;
-		}
-		if (de->d_name[0] == '.')
+	for (j = 0; names[j] != NULL; j++) {
+		if (names[j][0] == '.')
 			continue;	/* metadata, never a workspace */
-		if (fstatat(s->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1 ||
+		if (fstatat(s->fd, names[j], &st, AT_SYMLINK_NOFOLLOW) == -1 ||
 		    !S_ISDIR(st.st_mode))
 			continue;	/* wsfs shows only directories */
-		row = ws_row_add(rows, de->d_name);
+		row = wsp_row_add(rows, names[j]);
 		row->have_dir = 1;
 		row->uid = st.st_uid;
 		row->mode = st.st_mode & 07777;
@@ -1191,9 +1001,7 @@ ws_rows_collect(struct ws_source *s, const struct ws_record *rec,
 			    st.st_dev == s->st.st_dev ? "ok" : "replaced";
 		}
 	}
-	closedir(d);
-	if (r < 0)
-		return r;
+	rmtree_names_free(names);
 	/* Markers whose directory is gone (or is no directory any more). */
 	for (i = 0; i < nrec; i++) {
 		for (j = 0; j < rows->n; j++)
@@ -1201,7 +1009,7 @@ ws_rows_collect(struct ws_source *s, const struct ws_record *rec,
 				break;
 		if (j < rows->n)
 			continue;
-		row = ws_row_add(rows, rec[i].name);
+		row = wsp_row_add(rows, rec[i].name);
 		snprintf(row->owner, sizeof row->owner, "%s", rec[i].m.owner);
 		row->uid = rec[i].m.uid;
 		row->marker = 1;
@@ -1210,7 +1018,7 @@ ws_rows_collect(struct ws_source *s, const struct ws_record *rec,
 		    AT_SYMLINK_NOFOLLOW) == -1 ? "missing" : "replaced";
 	}
 	if (rows->n > 1)
-		qsort(rows->v, rows->n, sizeof *rows->v, ws_row_cmp);
+		qsort(rows->v, rows->n, sizeof *rows->v, wsp_row_cmp);
 	return 0;
 }
 
@@ -1219,7 +1027,7 @@ ws_rows_collect(struct ws_source *s, const struct ws_record *rec,
  * \ooo, as ls -b does, so a name cannot break the table or send escapes.
  */
 static void
-ws_text_name(FILE *f, const char *name, int width)
+wsp_text_name(FILE *f, const char *name, int width)
 {
 	const unsigned char	*p;
 	int			 n = 0;
@@ -1236,9 +1044,9 @@ ws_text_name(FILE *f, const char *name, int width)
 }
 
 static void
-ws_rows_print(const struct ws_rows *rows, int json)
+wsp_rows_print(const struct wsp_rows *rows, int json)
 {
-	const struct ws_row	*row;
+	const struct wsp_row	*row;
 	char			 created[64], mode[8];
 	size_t			 i;
 
@@ -1250,13 +1058,14 @@ ws_rows_print(const struct ws_rows *rows, int json)
 	for (i = 0; i < rows->n; i++) {
 		row = &rows->v[i];
 		if (row->created != 0)
-			ws_time_format(row->created, created, sizeof created);
+			marker_time_format(row->created, created,
+			    sizeof created);
 		else
 			snprintf(created, sizeof created, "-");
 		snprintf(mode, sizeof mode, row->have_dir ? "%04o" : "-",
 		    (unsigned int)row->mode);
 		if (!json) {
-			ws_text_name(stdout, row->name, 24);
+			wsp_text_name(stdout, row->name, 24);
 			printf(" %-16s %7lu %5s %-20s %-6s %s\n", row->owner,
 			    row->uid, mode, created, row->marker ? "yes" : "no",
 			    row->state);
@@ -1279,56 +1088,47 @@ ws_rows_print(const struct ws_rows *rows, int json)
 
 /* wsctl workspace list SOURCE [--json] */
 static int
-ws_list(int argc, char **argv)
+wsp_list(int argc, char **argv)
 {
-	struct ws_source	 s;
-	struct ws_record	*rec = NULL;
-	struct ws_rows		 rows = { NULL, 0, 0 };
+	struct wsp_source	 s;
+	struct wsp_record	*rec = NULL;
+	struct wsp_rows		 rows = { NULL, 0, 0 };
 	const char		*owner = NULL;
 	size_t			 nrec = 0;
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
-	ws_source_init(&s);
-	if ((r = ws_getopt(argc, argv, "list", 0, 1, &owner, &json)) != 0)
+	wsp_source_init(&s);
+	if ((r = wsp_getopt(argc, argv, "list", 0, 1, &owner, &json)) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
 	if (argc - optind != 1)
 		return wsctl_usage_error("workspace", "list: expected one "
 		    "SOURCE");
-	ws_trim(argv[optind]);
-	if (ws_source_open(&s, argv[optind], 0, 0) < 0)
+	wsp_trim(argv[optind]);
+	if (wsp_source_open(&s, argv[optind], 0, 0) < 0)
 		goto out;
-	if (ws_records_read(&s, &rec, &nrec) < 0)
+	if (wsp_records_read(&s, &rec, &nrec) < 0)
 		goto out;
-	if ((r = ws_rows_collect(&s, rec, nrec, &rows)) < 0) {
+	if ((r = wsp_rows_collect(&s, rec, nrec, &rows)) < 0) {
 		log_warn("%s: %s", s.path, strerror(-r));
 		goto out;
 	}
-	ws_rows_print(&rows, json);
+	wsp_rows_print(&rows, json);
 	if (fflush(stdout) == EOF) {
 		log_warn("stdout: %s", strerror(errno));
 		goto out;
 	}
 	ret = WSCTL_EXIT_OK;
 out:
-	ws_rows_free(&rows);
-	ws_records_free(rec, nrec);
-	ws_source_close(&s);
+	wsp_rows_free(&rows);
+	wsp_records_free(rec, nrec);
+	wsp_source_close(&s);
 	return ret;
 }
 
 int
 cmd_workspace(int argc, char **argv)
 {
-	size_t	i;
-
 	if (sodium_init() < 0)
 		fatalx("libsodium failed to initialise");
-	if (argc < 2)
-		return wsctl_usage_error("workspace", "missing subcommand "
-		    "(create, rm or list)");
-	for (i = 0; i < WS_NCMDS; i++)
-		if (strcmp(ws_cmds[i].name, argv[1]) == 0)
-			return ws_cmds[i].exec(argc - 1, argv + 1);
-	return wsctl_usage_error("workspace", "unknown subcommand '%s'",
-	    argv[1]);
+	return wsctl_dispatch("workspace", wsp_cmds, argc, argv);
 }

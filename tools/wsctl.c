@@ -18,7 +18,7 @@ static const struct wsctl_cmd wsctl_cmds[] = {
 	    cmd_workspace },
 	{ "scratch", "create|hold|end|list [--base DIR] ...",
 	    "create, hold, end and list scratch workspaces", cmd_scratch },
-	{ "sweep", "[--base DIR] [--dry-run] [--ttl-hours H] [--uring]",
+	{ "sweep", "[--base DIR] [--dry-run] [--ttl-hours H]",
 	    "remove ended and idle scratch workspaces now", cmd_sweep },
 	{ "lock", "[--lockd ADDR] [--key FILE] [--shared] [--wait SECONDS] "
 	    "KEY -- COMMAND...\n       wsctl lock [--shared] [--wait SECONDS] "
@@ -60,6 +60,50 @@ wsctl_usage_error(const char *cmd, const char *fmt, ...)
 	return WSCTL_EXIT_USAGE;
 }
 
+const struct wsctl_cmd *
+wsctl_cmd_find(const struct wsctl_cmd *table, const char *name)
+{
+	const struct wsctl_cmd	*c;
+
+	for (c = table; c->name != NULL; c++) {
+		if (strcmp(c->name, name) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+int
+wsctl_dispatch(const char *parent, const struct wsctl_cmd *table, int argc,
+    char **argv)
+{
+	const struct wsctl_cmd	*c;
+	char			 names[256];
+	size_t			 n = 0;
+
+	if (argc >= 2 && (c = wsctl_cmd_find(table, argv[1])) != NULL)
+		return c->exec(argc - 1, argv + 1);
+	if (argc >= 2)
+		return wsctl_usage_error(parent, "unknown subcommand '%s'",
+		    argv[1]);
+	/* "create, hold, end or list" */
+	names[0] = '\0';
+	for (c = table; c->name != NULL; c++, n++)
+		snprintf(names + strlen(names), sizeof names - strlen(names),
+		    "%s%s", n == 0 ? "" : c[1].name == NULL ? " or " : ", ",
+		    c->name);
+	return wsctl_usage_error(parent, "missing subcommand (%s)", names);
+}
+
+void
+wsctl_sub_usage(const char *parent, const struct wsctl_cmd *table,
+    const char *name)
+{
+	const struct wsctl_cmd	*c;
+
+	if ((c = wsctl_cmd_find(table, name)) != NULL)
+		printf("usage: wsctl %s %s %s\n", parent, c->name, c->usage);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -76,15 +120,13 @@ main(int argc, char **argv)
 		printf("wsctl %s\n", PACKAGE_VERSION);
 		return WSCTL_EXIT_OK;
 	}
-	for (c = wsctl_cmds; c->name != NULL; c++) {
-		if (strcmp(c->name, argv[1]) != 0)
-			continue;
-		if (argc > 2 && strcmp(argv[2], "--help") == 0) {
-			printf("usage: wsctl %s %s\n\n%s\n", c->name, c->usage,
-			    c->summary);
-			return WSCTL_EXIT_OK;
-		}
-		return c->exec(argc - 1, argv + 1);
+	if ((c = wsctl_cmd_find(wsctl_cmds, argv[1])) == NULL)
+		return wsctl_usage_error(NULL, "unknown command '%s'",
+		    argv[1]);
+	if (argc > 2 && strcmp(argv[2], "--help") == 0) {
+		printf("usage: wsctl %s %s\n\n%s\n", c->name, c->usage,
+		    c->summary);
+		return WSCTL_EXIT_OK;
 	}
-	return wsctl_usage_error(NULL, "unknown command '%s'", argv[1]);
+	return c->exec(argc - 1, argv + 1);
 }

@@ -7,11 +7,19 @@
 
 #include <sys/types.h>
 
+#include <stddef.h>
+#include <time.h>
+
+/*
+ * One row of a command table: wsctl's commands (wsctl.c) and the
+ * subcommands of wsctl scratch and wsctl workspace. A table ends with a
+ * row whose name is NULL.
+ */
 struct wsctl_cmd {
 	const char	*name;
-	const char	*usage;		/* one line, without "wsctl NAME" */
-	const char	*summary;
-	/* argv[0] is the subcommand name; returns the process exit status. */
+	const char	*usage;		/* one line, after "wsctl [PARENT] NAME" */
+	const char	*summary;	/* may be NULL for a subcommand */
+	/* argv[0] is the (sub)command name; returns the exit status. */
 	int		(*exec)(int argc, char **argv);
 };
 
@@ -23,17 +31,59 @@ struct wsctl_cmd {
 /* wsctl.c */
 int	wsctl_usage_error(const char *cmd, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
+/* The row of table named name, or NULL. */
+const struct wsctl_cmd *wsctl_cmd_find(const struct wsctl_cmd *table,
+	    const char *name);
+/*
+ * Run the subcommand argv[1] of parent ("scratch") from table with argv
+ * shifted by one, or report a missing or unknown one (exit status 2).
+ */
+int	wsctl_dispatch(const char *parent, const struct wsctl_cmd *table,
+	    int argc, char **argv);
+/* Print "usage: wsctl PARENT NAME USAGE" of the row named name. */
+void	wsctl_sub_usage(const char *parent, const struct wsctl_cmd *table,
+	    const char *name);
 
 /* cmd-workspace.c */
 int	cmd_workspace(int, char **);
+
+/* marker.c */
+#define MARKER_MAX		4096	/* bytes of one marker file */
+#define MARKER_OWNER_MAX	64	/* bytes of an owner name */
+#define MARKER_HANDLE_MAX	128	/* bytes of a file handle */
+/* What wsctl recorded when it created a workspace. */
+struct marker {
+	char		 owner[MARKER_OWNER_MAX + 1];
+	uid_t		 uid;
+	gid_t		 gid;
+	int		 account;	/* the owner had an account */
+	mode_t		 mode;
+	dev_t		 dev;
+	ino_t		 ino;
+	/* The directory's file handle as "TYPE:HEX", or "". */
+	char		 handle[2 * MARKER_HANDLE_MAX + 16];
+	time_t		 created;	/* 0: not recorded */
+};
+/*
+ * Parse the text of a marker file (NUL-terminated; split in place). Owner,
+ * uid and ino are required, unknown keys are ignored. 0, or -EINVAL for a
+ * damaged marker; *m is set only on success.
+ */
+int	marker_parse(char *text, struct marker *m);
+/* The text of m into buf: its length, or -ENAMETOOLONG if len is short. */
+int	marker_format(const struct marker *m, char *buf, size_t len);
+/* Why owner cannot be recorded as one (a static string), or NULL. */
+const char *marker_owner_invalid(const char *owner);
+/* t as the marker writes it, 2006-01-02T15:04:05Z. */
+void	marker_time_format(time_t t, char *buf, size_t len);
 
 /* cmd-scratch.c */
 struct scratch_base;
 int	cmd_scratch(int, char **);
 /* The scratch base (--base, else scratch_dir, else the default) and ttl. */
-int	scratch_cmd_conf(const char *, char **, double *);
+int	cmd_scratch_conf(const char *, char **, double *);
 /* scratch_base_open with an error message for the user. */
-int	scratch_cmd_open(const char *, int, struct scratch_base **);
+int	cmd_scratch_open(const char *, int, struct scratch_base **);
 
 /* cmd-sweep.c */
 int	cmd_sweep(int, char **);
@@ -42,8 +92,6 @@ int	cmd_sweep(int, char **);
 int	cmd_keygen(int, char **);
 
 /* cmd-lock.c */
-#define WSCTL_DEFAULT_LOCKD	"unix:/run/wslockd/wslockd.sock"
-#define WSCTL_DEFAULT_KEY	"/etc/wsfs/cluster.key"
 struct wslock;
 int	cmd_lock(int, char **);
 /* Connect to wslockd, telling the user what went wrong; 0 or -errno. */

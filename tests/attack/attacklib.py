@@ -48,6 +48,8 @@ import tempfile
 import threading
 import time
 
+from wsfstest import errname, snapshot  # noqa: F401 (tests use A.errname)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
 RACER = os.path.join(HERE, "racer.py")
@@ -223,10 +225,6 @@ def slurp(path, dir_fd=None, flags=os.O_RDONLY):
         os.close(fd)
 
 
-def errname(e):
-    return errno.errorcode.get(e, str(e))
-
-
 # --- fd-based helpers for the backing store (never follow a symlink) ----
 
 DIRFLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -272,40 +270,6 @@ def is_mountpoint(path):
 
 
 # --- canaries -------------------------------------------------------------
-
-def snapshot(path):
-    """Everything observable about one canary, read without changing it
-    (O_NOATIME: our own checks must not move atime)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    s = {"type": stat.S_IFMT(st.st_mode), "mode": stat.S_IMODE(st.st_mode),
-         "uid": st.st_uid, "gid": st.st_gid, "ino": st.st_ino,
-         "nlink": st.st_nlink, "size": st.st_size,
-         "atime": st.st_atime_ns, "mtime": st.st_mtime_ns,
-         "ctime": st.st_ctime_ns}
-    if stat.S_ISREG(st.st_mode):
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NOATIME)
-        try:
-            s["data"] = os.read(fd, 1 << 20)
-        finally:
-            os.close(fd)
-    elif stat.S_ISDIR(st.st_mode):
-        fd = os.open(path, DIRFLAGS | os.O_NOATIME)
-        try:
-            s["names"] = sorted(os.listdir(fd))
-        finally:
-            os.close(fd)
-    if not stat.S_ISLNK(st.st_mode):
-        try:
-            s["xattrs"] = {k: os.getxattr(path, k, follow_symlinks=False)
-                           for k in sorted(os.listxattr(
-                               path, follow_symlinks=False))}
-        except OSError as e:
-            s["xattrs"] = errname(e.errno)
-    return s
-
 
 class Layout:
     """The canary tree of one test, see the module comment. Create it,

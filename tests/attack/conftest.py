@@ -9,17 +9,14 @@ escapes there; that is how we know the attacks can fail.
 """
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+import attacklib
+import wsfstest
 
-import attacklib  # noqa: E402
-import wsfstest  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 FS = os.environ.get("ATTACK_FS", "wsfs")
 

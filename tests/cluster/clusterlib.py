@@ -13,14 +13,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+import wsfstest
+from clusterworker import RECSIZE, fixed_record, record
 
-import wsfstest  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SCRIPT = os.path.join(wsfstest.SRCDIR, "scripts", "cluster")
 WORKER = os.path.join(HERE, "clusterworker.py")
@@ -368,9 +367,6 @@ class Reader:
 
 
 # The record files.
-sys.path.insert(0, HERE)
-from clusterworker import RECSIZE, fixed_record, record  # noqa: E402
-
 
 def parse_records(data):
     """Split a file of append records into (node, seq) pairs; returns

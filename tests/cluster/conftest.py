@@ -3,13 +3,10 @@ namespaces around one wslockd (scripts/cluster), always taken down again,
 also when the test fails."""
 import os
 import shutil
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import clusterlib  # noqa: E402
+import clusterlib
 
 
 @pytest.fixture(scope="session")

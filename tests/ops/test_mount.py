@@ -13,9 +13,8 @@ import pytest
 
 import wsfstest
 
-BUILDDIR = os.environ.get("WSFS_BUILDDIR", os.getcwd())
-WSFS = os.path.join(BUILDDIR, "fs", "wsfs")
-WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
+WSFS = wsfstest.WSFS
+WSCTL = wsfstest.WSCTL
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "mountns.py")
 
@@ -154,7 +153,7 @@ def test_sigterm_releases_cluster_locks(tree, lockd):
 @pytest.fixture
 def lockd(tmp_path):
     """A wslockd on a Unix socket in tmp_path; yields (socket, log path)."""
-    wslockd = os.path.join(BUILDDIR, "lockd", "wslockd")
+    wslockd = wsfstest.WSLOCKD
     wsfstest.require_built(wslockd)
     sock = tmp_path / "lockd.sock"
     logpath = tmp_path / "lockd.log"
@@ -201,8 +200,8 @@ def test_example_mount_units_options_work(tree, tmp_path, lockd, unit):
     SOURCE (the lock server replaced by a local one): they mount."""
     src, mnt, listing, kind = tree
     sock, _ = lockd
-    srcdir = os.environ.get("WSFS_SRCDIR", BUILDDIR)
-    text = open(os.path.join(srcdir, "scripts", "systemd", unit)).read()
+    text = open(os.path.join(wsfstest.SRCDIR, "scripts", "systemd",
+                             unit)).read()
     fields = dict(line.split("=", 1) for line in text.splitlines()
                   if "=" in line and not line.startswith("#"))
     key = tmp_path / "cluster.key"

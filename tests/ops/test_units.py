@@ -16,8 +16,8 @@ import pytest
 
 import wsfstest
 
-BUILDDIR = os.environ.get("WSFS_BUILDDIR", os.getcwd())
-SRCDIR = os.environ.get("WSFS_SRCDIR", BUILDDIR)
+BUILDDIR = wsfstest.BUILDDIR
+SRCDIR = wsfstest.SRCDIR
 UNITDIR = os.path.join(SRCDIR, "scripts", "systemd")
 MANPAGES = ["fs/wsfs.8", "fs/wsfs.conf.5", "tools/wsctl.8"]
 UNITS_IN = ["wslockd.service.in", "wsfs-sweep.service.in"]

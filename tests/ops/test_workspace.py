@@ -16,8 +16,7 @@ import pytest
 
 import wsfstest
 
-BUILDDIR = os.environ.get("WSFS_BUILDDIR", os.getcwd())
-WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
+WSCTL = wsfstest.WSCTL
 UID_MIN, UID_COUNT = 20000, 40000
 
 

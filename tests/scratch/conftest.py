@@ -3,14 +3,11 @@ beside it (outside the base), removed afterwards even if mounts were left
 inside by a failing test."""
 import os
 import shutil
-import sys
 import tempfile
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import scratchlib  # noqa: E402
+import scratchlib
 
 
 class Env:

@@ -1,16 +1,13 @@
 """Helpers for the scratch workspace and sweeper tests: run wsctl, build
 trees (deep ones through directory fds, since their paths outgrow PATH_MAX),
-age a workspace, and snapshot canary trees that must never change."""
+and age a workspace. Canary trees are compared with
+wsfstest.snapshot_tree."""
 import os
 import re
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
-
-import wsfstest  # noqa: E402
+import wsfstest
 
 WSCTL = wsfstest.WSCTL
 WSFS = wsfstest.WSFS
@@ -131,23 +128,6 @@ def make_canary(root, dirs=3, files=5):
                     f.write(f"canary {p}\n")
     with open(os.path.join(root, "top"), "w") as f:
         f.write("canary top\n")
-
-
-def snapshot(root):
-    """Every entry under root with its type, inode, size and content."""
-    snap = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for n in dirnames + filenames:
-            p = os.path.join(dirpath, n)
-            st = os.lstat(p)
-            data = None
-            if os.path.isfile(p) and not os.path.islink(p):
-                with open(p, "rb") as f:
-                    data = f.read()
-            snap[os.path.relpath(p, root)] = (st.st_mode, st.st_ino,
-                                              st.st_size, st.st_mtime_ns,
-                                              data)
-    return snap
 
 
 def mounts_under(path):

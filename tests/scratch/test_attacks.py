@@ -9,11 +9,10 @@ import stat
 import subprocess
 import time
 
-import pytest
-
 from scratchlib import (LONG, PYTHON, WSCTL, age, build_deep, build_wide,
-                        create, mounts_under, removed_count, snapshot, sweep,
+                        create, mounts_under, removed_count, sweep,
                         umount_all)
+from wsfstest import snapshot_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRASH = ".wsfs-trash"
@@ -36,14 +35,12 @@ def populate(path, dirs=30, depth=3, files=20):
                 open(os.path.join(p, f"f{i}"), "w").close()
 
 
-@pytest.mark.parametrize("uring", [True, False], ids=["uring", "sync"])
-def test_racer_swaps_symlinks_and_renames(env, uring):
+def test_racer_swaps_symlinks_and_renames(env):
     """Directories swapped for symlinks into the canary, subtrees moved up
     and out of the base, in a loop while the sweep runs: the canary never
     changes and the workspace is gone in the end."""
-    before = snapshot(env.canary)
+    before = snapshot_tree(env.canary)
     rounds = 20 if LONG else 3
-    extra = ["--uring"] if uring else []
     for r in range(rounds):
         wid, path = create(env.base, "conversation")
         populate(path, dirs=40, depth=4, files=15)
@@ -53,16 +50,16 @@ def test_racer_swaps_symlinks_and_renames(env, uring):
                                  stdout=subprocess.PIPE, text=True)
         try:
             assert racer.stdout.readline() == "ready\n"
-            p = sweep(env.base, "--ttl-hours", "0.5", *extra)
+            p = sweep(env.base, "--ttl-hours", "0.5")
             assert f"removed {wid}" in p.stdout
         finally:
             racer.kill()
             racer.wait()
         assert not os.path.lexists(path)
         # Whatever the racer left in the trash is finished now.
-        sweep(env.base, "--ttl-hours", "0.5", *extra)
+        sweep(env.base, "--ttl-hours", "0.5")
         assert trash_entries(env.base) == []
-        assert snapshot(env.canary) == before, f"canary changed, round {r}"
+        assert snapshot_tree(env.canary) == before, f"canary changed, round {r}"
 
 
 def _mount(*args):
@@ -83,7 +80,7 @@ def test_mounts_inside_not_crossed(env):
         _mount("--bind", env.canary, os.path.join(a, "bind"))
         _mount("--bind", os.path.join(env.canary, "top"),
                os.path.join(a, "bindfile"))
-        before = snapshot(env.canary)
+        before = snapshot_tree(env.canary)
         p = sweep(env.base, "--ttl-hours", "0")
         assert removed_count(p) == 1
         skipped = [line for line in p.stdout.splitlines()
@@ -93,7 +90,7 @@ def test_mounts_inside_not_crossed(env):
             assert any(f"mount point {name} skipped" in line
                        for line in skipped), p.stdout
         assert "incomplete" in p.stdout
-        assert snapshot(env.canary) == before
+        assert snapshot_tree(env.canary) == before
         # The workspace is gone from the base; its mounts wait in the
         # trash, untouched, and later sweeps do not cross them either.
         assert not os.path.lexists(path)
@@ -105,25 +102,25 @@ def test_mounts_inside_not_crossed(env):
         assert not os.path.exists(os.path.join(moved, "a", "plain"))
         p = sweep(env.base, "--ttl-hours", "0")
         assert removed_count(p) == 0 and "skipped" in p.stdout
-        assert snapshot(env.canary) == before
+        assert snapshot_tree(env.canary) == before
     finally:
         umount_all(env.base)
     assert mounts_under(env.base) == []
     p = sweep(env.base, "--ttl-hours", "0")
     assert "trash " in p.stdout and "finished" in p.stdout
     assert trash_entries(env.base) == []
-    assert snapshot(env.canary) == before
+    assert snapshot_tree(env.canary) == before
 
 
 def test_workspace_that_is_a_mount_point_is_kept(env):
     wid, path = create(env.base, "conversation")
     try:
         _mount("--bind", env.canary, path)
-        before = snapshot(env.canary)
+        before = snapshot_tree(env.canary)
         p = sweep(env.base, "--ttl-hours", "0")
         assert removed_count(p) == 0
         assert f"error {wid}: cannot move to the trash" in p.stdout
-        assert snapshot(env.canary) == before
+        assert snapshot_tree(env.canary) == before
     finally:
         umount_all(env.base)
 
@@ -135,8 +132,8 @@ def test_sigkill_midway_next_sweep_finishes(env):
     age(env.base, wid, 7200)
     other, opath = create(env.base, "conversation")
     populate(opath, dirs=5)
-    other_before = snapshot(opath)
-    canary_before = snapshot(env.canary)
+    other_before = snapshot_tree(opath)
+    canary_before = snapshot_tree(env.canary)
     p = subprocess.Popen([WSCTL, "sweep", "--base", env.base,
                           "--ttl-hours", "1"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
@@ -163,8 +160,8 @@ def test_sigkill_midway_next_sweep_finishes(env):
     assert f"trash {entry}: finished" in q.stdout
     assert removed_count(q) == 0
     assert trash_entries(env.base) == []
-    assert snapshot(opath) == other_before
-    assert snapshot(env.canary) == canary_before
+    assert snapshot_tree(opath) == other_before
+    assert snapshot_tree(env.canary) == canary_before
 
 
 def test_special_files_removed_unopened(env):
@@ -190,15 +187,13 @@ def test_special_files_removed_unopened(env):
         s.close()
 
 
-@pytest.mark.parametrize("uring", [True, False], ids=["uring", "sync"])
-def test_deep_tree_bounded_fds(env, uring):
+def test_deep_tree_bounded_fds(env):
     depth = 100000 if LONG else 10000
     wid, path = create(env.base, "conversation")
     build_deep(path, depth)
-    extra = ["--uring"] if uring else []
     # 64 descriptors for a tree thousands of levels deep.
     p = subprocess.run(["prlimit", "--nofile=64:64", WSCTL, "sweep",
-                        "--base", env.base, "--ttl-hours", "0"] + extra,
+                        "--base", env.base, "--ttl-hours", "0"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr

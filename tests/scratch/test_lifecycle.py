@@ -12,7 +12,8 @@ import time
 import pytest
 
 from scratchlib import (ID_RE, PYTHON, WSCTL, age, create, meta_path,
-                        read_meta, removed_count, snapshot, sweep, wsctl)
+                        read_meta, removed_count, sweep, wsctl)
+from wsfstest import snapshot_tree
 
 
 def test_create_layout(env):
@@ -70,6 +71,9 @@ def test_usage_errors(env):
     assert "--ttl-hours must be a decimal number" in p.stderr
     p = wsctl("sweep", "--base", os.path.join(env.top, "nope"), rc=1)
     assert "no such directory" in p.stderr
+    # The io_uring batch path is gone, and says so.
+    p = wsctl("sweep", "--base", env.base, "--uring", rc=2)
+    assert "--uring is gone" in p.stderr, p.stderr
     assert "missing subcommand" in wsctl("scratch", rc=2).stderr
 
 
@@ -200,14 +204,14 @@ def test_end_task_removes_now(env):
     for i in range(50):
         open(os.path.join(path, "a", "b", f"f{i}"), "w").close()
     os.symlink(env.canary, os.path.join(path, "canary-link"))
-    before = snapshot(env.canary)
+    before = snapshot_tree(env.canary)
     p = wsctl("scratch", "end", "--base", env.base, wid)
     assert p.stdout == f"removed {wid} (51 files, 3 directories)\n"
     assert not os.path.lexists(path)
     for suffix in ("meta", "lock", "used"):
         assert not os.path.exists(meta_path(env.base, wid, suffix))
     assert os.listdir(os.path.join(env.base, ".wsfs-trash")) == []
-    assert snapshot(env.canary) == before
+    assert snapshot_tree(env.canary) == before
 
 
 def test_end_conversation_kept_until_idle(env):
@@ -332,7 +336,7 @@ def test_unmanaged_entries_left_alone(env):
     bad, _ = create(env.base, "task")
     with open(meta_path(env.base, bad), "w") as f:
         f.write("version=1\nid=" + bad + "\nlifetime=task\n")
-    before = snapshot(env.canary)
+    before = snapshot_tree(env.canary)
     p = sweep(env.base, "--ttl-hours", "0")
     assert removed_count(p) == 1 and f"removed {wid}" in p.stdout
     assert "kept stray: not created by wsctl scratch" in p.stdout
@@ -340,7 +344,7 @@ def test_unmanaged_entries_left_alone(env):
     assert os.path.isfile(os.path.join(stray, "f"))
     assert os.path.isdir(nometa) and os.path.isdir(os.path.join(env.base,
                                                                 bad))
-    assert snapshot(env.canary) == before
+    assert snapshot_tree(env.canary) == before
 
 
 def test_orphan_metadata_dropped(env):

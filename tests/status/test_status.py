@@ -4,25 +4,18 @@ import json
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import urllib.request
 
 import wsfstest
 
-WSCTL = os.path.join(wsfstest.BUILDDIR, "tools", "wsctl")
+WSCTL = wsfstest.WSCTL
 
 
 def status(mnt, *args, **kw):
     return subprocess.run([WSCTL, "status", mnt, *args], capture_output=True,
                           text=True, timeout=20, **kw)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port):
@@ -115,7 +108,7 @@ def test_status_refused_to_non_root_and_unknown_mount(mount_factory):
 
 
 def test_metrics_endpoint(mount_factory):
-    port = free_port()
+    port = wsfstest.free_port()
     m = mount_factory(opts={"metrics": f"127.0.0.1:{port}"})
     text = scrape(port)
     for line in text.splitlines():
