@@ -17,11 +17,12 @@ One JSON object a line on stdin, one a line on stdout:
   {"cmd": "go"}       take the flock (blocking; retried after an error
                       such as EIO while the lock server restarts), then
                       print {"ev": "locked", "t": MONOTONIC, "tries": N}
-  {"cmd": "run", "steps": [...], "pause": I}
+  {"cmd": "run", "steps": [...], "pause": I, "pace": S}
                       do the steps in order, print {"ev": "step", "i": I,
                       "r": RESULT} after each, {"ev": "ran"} at the end;
                       with "pause", after step I print {"ev": "paused"}
-                      and wait for {"cmd": "resume"} (or a kill). A
+                      and wait for {"cmd": "resume"} (or a kill); with
+                      "pace", sleep S seconds before each step. A
                       mutation whose outcome is not its "expect" errno
                       ends the run at once ({"ev": "stopped", "i": I}):
                       what would follow was planned on another state.
@@ -82,6 +83,7 @@ def say(**kw):
 class Worker:
     def __init__(self, ws, lockfile):
         self.ws = ws
+        self.lockfile = lockfile
         self.lockfd = os.open(lockfile, os.O_RDWR)
         self.mem = os.open("/proc/self/mem", os.O_RDONLY)
         self.files = {}         # model file id -> (fd, mapping address)
@@ -269,7 +271,11 @@ class Worker:
 
     def cmd_run(self, c):
         pause = c.get("pause")
+        pace = c.get("pace", 0)
         for i, s in enumerate(c["steps"]):
+            if pace:
+                # Spread the steps out so that a kill lands among them.
+                time.sleep(pace)
             r = self.step(s)
             r["t"] = time.monotonic()
             say(ev="step", i=i, r=r)
@@ -285,8 +291,15 @@ class Worker:
 
     def cmd_release(self, c):
         t0 = time.monotonic()
-        fcntl.flock(self.lockfd, fcntl.LOCK_UN)
-        say(ev="released", t0=t0, t1=time.monotonic())
+        err = None
+        try:
+            fcntl.flock(self.lockfd, fcntl.LOCK_UN)
+        except OSError as e:
+            # The last close of the open file gives the lock back too.
+            err = errname(e)
+            os.close(self.lockfd)
+            self.lockfd = os.open(self.lockfile, os.O_RDWR)
+        say(ev="released", t0=t0, t1=time.monotonic(), err=err)
 
     def loop(self):
         say(ev="ready", pid=os.getpid())

@@ -72,9 +72,6 @@ import sys
 import threading
 import time
 
-import pytest
-
-import clusterlib
 from clusterlib import LONG, PYTHON
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -706,6 +703,9 @@ class Run:
         self.prev = None        # the node of the last turn
         self.last_release = 0.0
         self.next = None
+        self.fault_due = 3
+        self.fault_kinds = []
+        self.done_faults = set()
 
     # setup
     def setup(self):
@@ -794,7 +794,9 @@ class Run:
                 if self.k >= self.turns:
                     break
             elif self.k >= MIN_TURNS and \
-                    time.monotonic() - start >= self.seconds:
+                    time.monotonic() - start >= self.seconds and \
+                    (not self.faults or
+                     self.done_faults >= set(self.FAULTS)):
                 break
             cur = self.turn(cur)
             self.k += 1
@@ -831,9 +833,11 @@ class Run:
         early = nxt != h and self.rng.random() < 0.75
         if early:
             self.go(nxt)
-        kill = self.plan_kill(h, len(steps0), len(steps))
+        fault = self.plan_fault()
+        kill = self.plan_kill(fault, len(steps0), len(steps))
         pause = kill[1] if kill and kill[0] == "paused" else None
-        w.send(cmd="run", steps=steps, pause=pause)
+        w.send(cmd="run", steps=steps, pause=pause,
+               pace=0.01 if kill and kill[0] == "running" else 0)
         results, t_kill = self.collect(h, steps, kill)
         self.record_opened(h, steps, results)
         self.history.append((self.k, h, [describe(s) for s in ops
@@ -855,13 +859,17 @@ class Run:
             if isinstance(why, tuple):
                 self.stats["fault_errors"] += 1
                 continue
-            if s["k"] in MUTATIONS and (
-                    (t_kill is not None and r["t"] >= t_kill) or
-                    (self.faults and r.get("err") in FAULT_ERRS)):
-                stopped = i     # in flight: done or not, see below
-                break
+            if s["k"] in MUTATIONS:
+                # The worker stopped here. Cut short by a fault, the
+                # operation may or may not have been done: see below.
+                stopped = i
+                if (t_kill is not None and r["t"] >= t_kill) or \
+                        (self.faults and r.get("err") in FAULT_ERRS):
+                    break
             bad.append(f"node{h} step {i} {describe(s)}"
                        f"{self.opened_note(h, s)}: {why}")
+            if stopped is not None:
+                break
         if bad:
             self.fail(bad, note=f"(the holder of the turn before: "
                       f"node{self.prev})")
@@ -888,7 +896,7 @@ class Run:
         self.prev = h
         if t_kill is not None:
             nxt = self.choose(h) if nxt == h or nxt in self.dead else nxt
-        self.between(h, nxt)
+        self.between(fault)
         if nxt in self.dead:
             nxt = self.choose(h if h not in self.dead else None)
         return nxt
@@ -899,12 +907,16 @@ class Run:
         w = self.workers[h]
         results = {}
         t_kill = None
-        if kill and kill[0] == "now":
-            # Kill while the steps run, wherever they are.
-            msg = w.get(STEP_WAIT)
-            assert msg["ev"] == "step", msg
-            results[msg["i"]] = msg["r"]
-            t_kill = self.kill(h, in_turn=True)
+        if kill and kill[0] == "running":
+            # Kill while the steps run, wherever they are by then.
+            while len(results) < kill[1]:
+                msg = w.get(STEP_WAIT)
+                if msg["ev"] != "step":
+                    break
+                results[msg["i"]] = msg["r"]
+            t_kill = self.kill(h, "kill-running")
+            if msg["ev"] != "step":
+                return results, t_kill
         while True:
             try:
                 msg = w.get(STEP_WAIT)
@@ -919,7 +931,7 @@ class Run:
                 if t_kill is None:
                     break
             elif ev == "paused":
-                t_kill = self.kill(h, in_turn=True)
+                t_kill = self.kill(h, "kill-paused")
             else:
                 raise Ended(f"node{h}: unexpected {msg}")
         return results, t_kill
@@ -947,11 +959,11 @@ class Run:
         one is allowed unless the turn was cut short."""
         b = scan(self.c.src("ws"))
         diffs = [backing_diff(x, b, self.dir_nlink) for x in cands]
+        if len(cands) > 1 and sum(1 for d in diffs if not d) == 1:
+            self.stats["undone_in_flight" if not diffs[0] else
+                       "done_in_flight"] += 1
         for i, d in enumerate(diffs):
             if not d:
-                if len(cands) > 1:
-                    self.stats["done_in_flight" if i else
-                               "undone_in_flight"] += 1
                 self.model = cands[i].copy()
                 take_meta(self.model, b)
                 return
@@ -962,25 +974,43 @@ class Run:
                    f"{what}:"] + diffs[-1], fatal=True)
 
     # faults
-    def plan_kill(self, h, nsweep, nsteps):
-        """None, ("paused", step) or ("now",) for node h's turn."""
-        if not self.faults or len(self.alive()) < NODES or \
-                self.frng.random() > 0.12:
-            return None
-        if self.frng.random() < 0.3:
-            return ("now",)
-        return ("paused", self.frng.randrange(nsweep, nsteps))
+    FAULTS = ("kill-idle", "kill-paused", "kill-running", "restart-lockd")
 
-    def kill(self, n, in_turn=False):
+    def plan_fault(self):
+        """The fault of this turn, if one is due: each kind once in every
+        len(FAULTS), in a random order, every few turns."""
+        if not self.faults or self.k < self.fault_due or \
+                len(self.alive()) < NODES:
+            return None
+        if not self.fault_kinds:
+            self.fault_kinds = self.frng.sample(self.FAULTS,
+                                                len(self.FAULTS))
+        self.fault_due = self.k + self.frng.randint(2, 6)
+        return self.fault_kinds.pop()
+
+    def plan_kill(self, fault, nsweep, nsteps):
+        """None, ("paused", step) or ("running", results) for a kill of
+        the turn's node: after the step (the worker waits there), or once
+        that many results came (the worker goes on meanwhile)."""
+        if fault == "kill-paused":
+            return ("paused", self.frng.randrange(nsweep, nsteps))
+        if fault == "kill-running":
+            return ("running", self.frng.randint(max(1, nsweep - 10),
+                                                 max(1, nsteps - 5)))
+        return None
+
+    def kill(self, n, fault):
         t = time.monotonic()
         self.c.kill(n)
         self.workers[n].kill()
         self.workers.pop(n)
         self.dead[n] = self.frng.randint(0, 2)
-        self.stats["kills_in_turn" if in_turn else "kills_idle"] += 1
+        self.stats["kills_idle" if fault == "kill-idle" else
+                   "kills_in_turn"] += 1
+        self.done_faults.add(fault)
         return t
 
-    def between(self, h, nxt):
+    def between(self, fault):
         """Faults between turns, and restarts of killed nodes."""
         if not self.faults:
             return
@@ -991,19 +1021,18 @@ class Run:
             del self.dead[n]
             self.c.start(n)
             self.workers[n] = Worker(self.c, n)
-        x = self.frng.random()
-        if x < 0.08:
+        if fault == "restart-lockd":
             self.c.restart_lockd()
             self.stats["lockd_restarts"] += 1
-        elif x < 0.14 and len(self.alive()) == NODES:
-            victim = self.frng.choice([n for n in self.alive()])
-            self.kill(victim)
+            self.done_faults.add(fault)
+        elif fault == "kill-idle" and len(self.alive()) == NODES:
+            self.kill(self.frng.choice(self.alive()), fault)
 
 
-def budget():
+def budget(short):
     if os.environ.get("WSFS_COHERENCE_SECONDS"):
         return float(os.environ["WSFS_COHERENCE_SECONDS"])
-    return 600.0 if LONG else 25.0
+    return 600.0 if LONG else short
 
 
 def seed_and_turns():
@@ -1013,11 +1042,10 @@ def seed_and_turns():
     return seed, (int(turns) if turns else None)
 
 
-def checker_run(cluster_factory, faults, maps="after-stat", seconds=None):
+def checker_run(cluster_factory, faults, seconds, maps="after-stat"):
     seed, turns = seed_and_turns()
     maps = os.environ.get("WSFS_COHERENCE_MAPS", maps)
-    seconds = budget() if seconds is None or \
-        os.environ.get("WSFS_COHERENCE_SECONDS") or LONG else seconds
+    seconds = budget(seconds)
     kw = dict(lock_timeout=20, lease_ms=4000) if faults else \
         dict(lock_timeout=10, lease_ms=4000)
     c = cluster_factory(**kw)
@@ -1132,12 +1160,12 @@ def test_model_matches_a_local_filesystem(tmp_path):
 
 def test_coherence(cluster_factory):
     """Mapped reads after a stat of the file in the same turn."""
-    stats = checker_run(cluster_factory, faults=False)
+    stats = checker_run(cluster_factory, faults=False, seconds=15.0)
     assert stats["handovers"] > 0 and stats["violations"] == 0
 
 
 def test_coherence_faults(cluster_factory):
-    stats = checker_run(cluster_factory, faults=True)
+    stats = checker_run(cluster_factory, faults=True, seconds=20.0)
     assert stats["handovers"] > 0 and stats["violations"] == 0
 
 
@@ -1145,6 +1173,6 @@ def test_coherence_long_lived_mappings(cluster_factory):
     """Mapped reads in any order: a mapping made in an earlier turn is
     read before anything else of its file, so nothing but the handover
     can have refreshed the kernel's pages and size of it."""
-    stats = checker_run(cluster_factory, faults=False, maps="any",
-                        seconds=15.0)
+    stats = checker_run(cluster_factory, faults=False, seconds=5.0,
+                        maps="any")
     assert stats["handovers"] > 0 and stats["violations"] == 0
