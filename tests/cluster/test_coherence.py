@@ -5,7 +5,8 @@ forwards to wslockd). While a node holds the turn it first checks EVERY
 name, stat (type, size, mode, nlink, inode number, mtime), listing, read
 through a fresh open, read through the descriptor it opened in an earlier
 turn and read through the mapping it made in an earlier turn against the
-model of what the last holder left, in a random order; then it does a few
+model of what the last holder left, in a random order (but see the
+mappings below); then it does a few
 random operations (write, append, truncate, create, unlink, rename, link,
 chmod, mkdir, rmdir, fsync, and stats, listings, reads and mapped reads
 checked against the model as it stands at that step). A stale byte, size,
@@ -52,11 +53,37 @@ scripts/cluster kill/start, SIGKILL of the daemon and a lazy unmount):
   - A node that is restarted comes back with an empty cache and a new
     worker; the handover to its first turn is checked as any other.
 
+Mappings. test_coherence and test_coherence_faults read a long-lived
+mapping only after a stat of its file in the same turn; with that, wsfs
+keeps them coherent. test_coherence_long_lived_mappings reads them in any
+order, first too, and test_mapping_of_a_released_lock pins one case down.
+Both fail on wsfs as of b0029b3 (the second now and then, more often
+under load). What they showed: (1) dropping the
+attributes at a release does not change the kernel's i_size, and a page
+fault does not ask for attributes, so after another node grew a file the
+mapping ends at the old size (SIGBUS; here EIO from /proc/self/mem), and
+after a shrink it still reads pages past the new end, until a stat; (2) the
+pages of a released lock are dropped on the invalidation thread only
+after the release was sent, so the node's next flock grant, answered on
+that thread too, can come first: a mapped read right after a
+lock-ordered handover then sees the node's own old pages, gone a moment
+later (a 20 ms sleep before the drop is queued makes it happen at once);
+(3) now and then old bytes at the right size that stay (cause not
+isolated; pages read while the node held no lock on the file would do
+it: nothing drops those). read() and stat are not affected: without a
+lock the kernel asks for attributes on each read (attribute timeout 0)
+and drops the pages of a file whose mtime changed
+(FUSE_CAP_AUTO_INVAL_DATA).
+
 Environment: WSFS_COHERENCE_SEED replays a run (the seed is printed, and
 on failure so is the turn); WSFS_COHERENCE_TURNS=N runs exactly N turns
 (the replay of a failure at turn K is N=K+1); WSFS_COHERENCE_SECONDS
-overrides the time budget: 25 s by default, 10 minutes with WSFS_LONG=1,
-and never fewer than MIN_TURNS turns. The turns a node waits for the
+overrides the time budget (15 s, 20 s with faults, 5 s for the long-lived
+mappings; 10 minutes each with WSFS_LONG=1), never fewer than MIN_TURNS
+turns and, with faults, until each kind of fault came;
+WSFS_COHERENCE_MAPS=any reads mappings in any order in every test;
+WSFS_COHERENCE_KEEP_GOING=1 reports every violation of a run, not only
+the first. The turns a node waits for the
 lock are waits for events (the worker's messages), never sleeps; the
 generous limits on them only catch a hang.
 """
