@@ -784,7 +784,8 @@ class Run:
             f"coherence violation: seed {self.seed}, turn {self.k}"
             f"{' (faults)' if self.faults else ''}; replay with {replay}\n"
             + "\n".join("  " + x for x in lines[:40])
-            + f"\nthe last turns:\n{hist}\nfigures: {self.stats}")
+            + f"\nthe last turns' changes (the last is this turn's):\n"
+            f"{hist}\nfigures: {self.stats}")
 
     def go(self, n):
         w = self.workers[n]
