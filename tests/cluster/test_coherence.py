@@ -78,7 +78,7 @@ and drops the pages of a file whose mtime changed
 Environment: WSFS_COHERENCE_SEED replays a run (the seed is printed, and
 on failure so is the turn); WSFS_COHERENCE_TURNS=N runs exactly N turns
 (the replay of a failure at turn K is N=K+1); WSFS_COHERENCE_SECONDS
-overrides the time budget (15 s, 20 s with faults, 5 s for the long-lived
+overrides the time budget (12 s, 20 s with faults, 5 s for the long-lived
 mappings; 10 minutes each with WSFS_LONG=1), never fewer than MIN_TURNS
 turns and, with faults, until each kind of fault came;
 WSFS_COHERENCE_MAPS=any reads mappings in any order in every test;
@@ -730,7 +730,6 @@ class Run:
         self.dead = {}          # n -> turns left before its start
         self.prev = None        # the node of the last turn
         self.last_release = 0.0
-        self.next = None
         self.fault_due = 3
         self.fault_kinds = []
         self.done_faults = set()
@@ -1189,7 +1188,7 @@ def test_model_matches_a_local_filesystem(tmp_path):
 
 def test_coherence(cluster_factory):
     """Mapped reads after a stat of the file in the same turn."""
-    stats = checker_run(cluster_factory, faults=False, seconds=15.0)
+    stats = checker_run(cluster_factory, faults=False, seconds=12.0)
     assert stats["handovers"] > 0 and stats["violations"] == 0
 
 
