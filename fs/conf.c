@@ -69,7 +69,7 @@ conf_init(struct wsfs_conf *c)
 	memset(c, 0, sizeof *c);
 	c->kind = WS_KIND_SHARED;
 	c->lock_timeout = 30;
-	c->lock_cache = 20000;
+	c->lock_cache = 65536;
 	c->lock_cache_timeout = 3600;
 	c->scratch_ttl_hours = 24;
 	c->sweep_interval_minutes = 10;

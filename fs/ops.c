@@ -118,6 +118,22 @@ ws_name_ino(int dirfd, const char *name)
 	return st.st_ino;
 }
 
+/* The link count of what a name leads to, for removing it (0 or -errno). */
+static int
+ws_victim_nlink(int dirfd, const char *name, nlink_t *nlink)
+{
+	struct stat	st;
+
+	if (!cluster_enabled()) {
+		*nlink = 2;
+		return 0;
+	}
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return -errno;
+	*nlink = st.st_nlink;
+	return 0;
+}
+
 /* Pin the fds of two inodes (0), or of none (-errno). */
 static int
 ws_fd_get2(struct inode *a, struct inode *b, int *fa, int *fb)
@@ -139,9 +155,7 @@ ws_io_written(void *arg, int res)
 
 /*
  * Answer a lookup or a creation in parent: what the kernel may cache of
- * the name and of the inode depends on the cluster locks held. A missing
- * name is answered as a negative entry while the node holds the
- * directory's lock.
+ * the name and of the inode depends on the cluster locks held.
  */
 static void
 ws_reply_entry(fuse_req_t req, struct inode *parent, int r,
@@ -158,7 +172,10 @@ ws_reply_entry(fuse_req_t req, struct inode *parent, int r,
 	}
 }
 
-/* A lookup's answer: a missing name may be cached as a negative entry. */
+/*
+ * A lookup's answer: a missing name is answered as a negative entry while
+ * the node holds the directory's lock.
+ */
 static void
 ws_reply_lookup(fuse_req_t req, struct inode *parent, int r,
     struct fuse_entry_param *e)
@@ -639,6 +656,7 @@ ws_remove_prepare(struct ws_change *c)
 static int
 ws_remove_run(struct ws_change *c)
 {
+	nlink_t	nlink = 0;
 	int	pfd, r;
 
 	if ((pfd = inode_fd_get(c->in)) < 0) {
@@ -649,9 +667,15 @@ ws_remove_run(struct ws_change *c)
 		inode_fd_put(c->in);
 		return -EAGAIN;
 	}
-	r = unlinkat(pfd, c->name, c->flags) == -1 ? -errno : 0;
+	r = ws_victim_nlink(pfd, c->name, &nlink);
 	if (r == 0)
+		r = unlinkat(pfd, c->name, c->flags) == -1 ? -errno : 0;
+	if (r == 0) {
 		inode_unlinked(c->in, c->name);
+		/* Its last name is gone: give its lock back, free the number. */
+		if (nlink <= 1 || (c->flags & AT_REMOVEDIR))
+			glock_gone(c->victim);
+	}
 	inode_fd_put(c->in);
 	fuse_reply_err(c->req, -r);
 	return 0;
@@ -935,12 +959,16 @@ ws_create_run(struct ws_change *c)
 		inode_forget(ws_inode(e.ino), 1);
 		r = -EIO;
 	}
+	/*
+	 * Ask for the new file's exclusive lock before the open below would
+	 * ask for a shared one: its first write then needs no upgrade.
+	 */
+	if (r == 0 && created)
+		glock_made(ws_inode(e.ino));
 	if (r == 0 && ws_file_new(ws_inode(e.ino), fd, fi, fi->flags) == NULL) {
 		inode_forget(ws_inode(e.ino), 1);
 		r = -ENOMEM;
 	}
-	if (r == 0 && created)
-		glock_made(ws_inode(e.ino));
 out:
 	if (r < 0) {
 		if (fd >= 0)
@@ -1651,6 +1679,26 @@ static void t_setlk(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
 static void t_flock(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
     int op)
 { TIMED(OP_LOCK, ws_flock(r, i, fi, op)); }
+
+/*
+ * Call fn for every open regular file, with its inode and backing fd
+ * (handles_lock held: fn must not take it, nor wait).
+ */
+void
+ws_open_files_foreach(void (*fn)(struct inode *, int, void *), void *arg)
+{
+	struct wshandle	*h;
+	struct wsfile	*f;
+
+	pthread_mutex_lock(&handles_lock);
+	LIST_FOREACH(h, &ws_handles, entry) {
+		if (h->is_dir)
+			continue;
+		f = (struct wsfile *)h;
+		fn(f->inode, f->fd, arg);
+	}
+	pthread_mutex_unlock(&handles_lock);
+}
 
 /* At exit, after the loop: what the kernel never released. */
 void

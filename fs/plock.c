@@ -459,6 +459,7 @@ plock_granted_fresh(void *arg)
 	struct plock_wait	*pw = arg;
 	int			 r;
 
+	glock_drop_stale_pages();
 	r = fuse_lowlevel_notify_inval_inode(wsfs.se,
 	    (fuse_ino_t)(uintptr_t)pw->in, 0, 0);
 	if (r < 0 && r != -ENOENT)

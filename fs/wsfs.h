@@ -202,6 +202,15 @@ int		 glock_open_keep_cache(struct inode *in);
 void		 glock_pages_stale(struct inode *in);
 /* A new object of this node: ask for its lock ahead of its first use. */
 void		 glock_made(struct inode *in);
+/*
+ * Before a granted application lock is answered (inval thread): drop the
+ * pages of every regular file given back since the last grant, and of
+ * every open regular file the node holds no lock on, so that a mapping
+ * sees what was written under the lock the application now holds.
+ */
+void		 glock_drop_stale_pages(void);
+/* The object's last name was removed: its lock goes back after use. */
+void		 glock_gone(ino_t ino);
 /* The FUSE inode is freed: its node id must not be invalidated again. */
 void		 glock_inode_gone(struct inode *in);
 void		 glock_revoke(const void *key, size_t keylen);
@@ -360,6 +369,8 @@ void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 /* ops.c */
 void		 ws_file_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 void		 ws_handles_free_all(void);
+void		 ws_open_files_foreach(void (*fn)(struct inode *, int,
+		     void *), void *arg);
 extern const struct fuse_lowlevel_ops wsfs_ops;
 
 #endif
