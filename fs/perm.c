@@ -4,9 +4,10 @@
  * believes there is nothing to check (an O_CREAT open it takes for a fresh
  * create, though the name was taken on the backing store meanwhile) or
  * leaves the work to the server (clearing setuid and setgid on a direct
- * write). The daemon keeps CAP_DAC_OVERRIDE and CAP_FSETID, so what the
- * kernel skipped is done here, for the caller's uid, gid and supplementary
- * groups.
+ * write); the daemon keeps CAP_DAC_OVERRIDE and CAP_FSETID, so that is
+ * done here, for the caller's uid, gid and supplementary groups. Here too:
+ * who may change the top level of the mount, and how a new object becomes
+ * its creator's before anyone can reach it.
  */
 #include "config.h"
 

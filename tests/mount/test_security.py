@@ -147,8 +147,16 @@ def lockd_factory(tmp_path):
         made.append(Lockd(str(d), extra))
         return made[-1]
     yield make
+    bad = []
     for lk in made:
         lk.stop()
+        if any(m in lk.text() for m in ("ERROR: AddressSanitizer",
+                                        "ERROR: LeakSanitizer",
+                                        "runtime error:")):
+            bad.append(lk.text())
+    if bad:
+        pytest.fail("sanitizer report in the wslockd log:\n" +
+                    "\n".join(bad), pytrace=False)
 
 
 def user_loop(rounds, once, flag=None):
