@@ -81,7 +81,7 @@ HOSTILE = {
     "garbage": b"\xde\xad\xbe\xef" * 64,
     "short-length": frame(0x0101, length=8),
     "oversized": struct.pack(">IHHQ", 1 << 20, 1, 0x0101, 0),
-    "bad-version": frame(0x0101, version=2),
+    "bad-version": frame(0x0101, version=1),	# no MACs: refused
     "unknown-type": None,		# after a valid handshake
     "truncated": None,		# half a frame, then EOF
     "bad-lock-body": None,		# LOCK with mode 7
