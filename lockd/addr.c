@@ -133,8 +133,9 @@ out:
 }
 
 /*
- * HMAC-SHA256 over label, two nonces and the client id. The label keeps a
- * client proof from ever being valid as a server proof and vice versa.
+ * HMAC-SHA256 over label (with its NUL), two nonces and the client id.
+ * Distinct labels keep a proof or key made for one purpose from ever
+ * serving another.
  */
 void
 wsl_mac(const uint8_t *key, size_t keylen, const char *label,
@@ -153,6 +154,48 @@ wsl_mac(const uint8_t *key, size_t keylen, const char *label,
 	    strlen(label) + 1);
 	crypto_auth_hmacsha256_update(&st, n1, WSL_NONCE_LEN);
 	crypto_auth_hmacsha256_update(&st, n2, WSL_NONCE_LEN);
+	crypto_auth_hmacsha256_update(&st, id, sizeof id);
+	crypto_auth_hmacsha256_final(&st, out);
+	sodium_memzero(&st, sizeof st);
+}
+
+/*
+ * What both ends derive from the cluster key once the handshake has
+ * shown they share it: the MAC keys of the two directions and the pad
+ * that hides the session secret in WELCOME. The labels keep each apart
+ * from the others and from the proofs; both nonces make them new for
+ * every connection.
+ */
+void
+wsl_session_keys(const uint8_t *key, size_t keylen, const uint8_t *nc,
+    const uint8_t *ns, uint64_t client_id, uint8_t *c2s, uint8_t *s2c,
+    uint8_t *pad)
+{
+	wsl_mac(key, keylen, WSL_LABEL_C2S, nc, ns, client_id, c2s);
+	wsl_mac(key, keylen, WSL_LABEL_S2C, nc, ns, client_id, s2c);
+	wsl_mac(key, keylen, WSL_LABEL_PAD, nc, ns, client_id, pad);
+}
+
+/*
+ * Proof that the sender holds the secret of the session it names:
+ * HMAC-SHA256(secret, label || client nonce || client id).
+ */
+void
+wsl_resume_proof(const uint8_t *secret, const uint8_t *nc, uint64_t client_id,
+    uint8_t *out)
+{
+	crypto_auth_hmacsha256_state	st;
+	uint8_t				id[8];
+	int				i;
+
+	for (i = 7; i >= 0; i--) {
+		id[i] = client_id & 0xff;
+		client_id >>= 8;
+	}
+	crypto_auth_hmacsha256_init(&st, secret, WSL_SECRET_LEN);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)WSL_LABEL_RESUME,
+	    sizeof WSL_LABEL_RESUME);
+	crypto_auth_hmacsha256_update(&st, nc, WSL_NONCE_LEN);
 	crypto_auth_hmacsha256_update(&st, id, sizeof id);
 	crypto_auth_hmacsha256_final(&st, out);
 	sodium_memzero(&st, sizeof st);

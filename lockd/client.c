@@ -4,7 +4,10 @@
  * non-blocking socket, a timerfd ticking on CLOCK_BOOTTIME, both behind an
  * epoll descriptor the caller polls. A mirror of what the session holds is
  * kept in a lock table (table.c) so that the library can reclaim it after
- * a reconnect and report it lost when the lease lapses.
+ * a reconnect and report it lost when the lease lapses. Over TCP every
+ * frame after the handshake is sealed with a MAC (out.seal) and checked on
+ * receipt (rx); the session's secret, kept across reconnects, proves to
+ * the server that a resume is ours.
  *
  * One mutex guards the whole handle. Work that ends in a user callback is
  * queued as an event while the mutex is held, and only wslock_process()
@@ -141,6 +144,12 @@ struct wslock {
 	uint8_t			 cnonce[WSL_NONCE_LEN];
 	uint8_t			 snonce[WSL_NONCE_LEN];
 	uint64_t		 t_hello;	/* this attempt started */
+	int			 mac_in;	/* frames in carry a MAC */
+	struct wsl_seal		 rx;		/* S->C, when mac_in */
+	struct wsl_seal		 tx;		/* C->S, out.seal once up */
+	uint8_t			 pad[WSL_SECRET_LEN]; /* unmasks the secret */
+	uint8_t			 secret[WSL_SECRET_LEN]; /* of the session */
+	int			 have_secret;
 
 	/* For wslock_conn_stats(). */
 	uint64_t		 n_connects;
@@ -506,6 +515,21 @@ note_err(struct wslock *wl, int err, const char *what)
 	    "no answer in time" : strerror(-err));
 }
 
+/*
+ * The server refused our client id: it names a session whose secret we
+ * could not prove (ours expired and another took the id, or state lost).
+ * Whatever we held is gone; start over under a new id.
+ */
+static void
+forget_session(struct wslock *wl)
+{
+	if (wl->session_valid || table_sess_nlocks(wl->ms) > 0)
+		lose_all(wl, -ENOLCK);
+	sodium_memzero(wl->secret, sizeof wl->secret);
+	wl->have_secret = 0;
+	randombytes_buf(&wl->client_id, sizeof wl->client_id);
+}
+
 /* The connection is gone; keep the session for a resume if we can. */
 static void
 conn_lost(struct wslock *wl, int err)
@@ -530,6 +554,11 @@ conn_lost(struct wslock *wl, int err)
 	wl->cs = CS_DOWN;
 	wl->in.len = wl->in.off = 0;
 	wl->out.len = wl->out.off = 0;
+	wl->out.seal = NULL;
+	wl->mac_in = 0;
+	sodium_memzero(&wl->rx, sizeof wl->rx);
+	sodium_memzero(&wl->tx, sizeof wl->tx);
+	sodium_memzero(wl->pad, sizeof wl->pad);
 	wl->renew_out = 0;
 	wl->reconnect_at = now_ms() + wl->backoff;
 	wl->backoff = wl->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
@@ -616,6 +645,10 @@ conn_start(struct wslock *wl)
 	h.client_id = wl->client_id;
 	randombytes_buf(wl->cnonce, sizeof wl->cnonce);
 	memcpy(h.nonce, wl->cnonce, sizeof h.nonce);
+	/* The server lets only the secret's holder speak for our id. */
+	if (wl->have_secret)
+		wsl_resume_proof(wl->secret, wl->cnonce, wl->client_id,
+		    h.resume);
 	h.name = wl->name;
 	h.namelen = strlen(wl->name);
 	if ((r = wsl_enc_hello(&wl->out, 0, &h)) < 0) {
@@ -663,10 +696,20 @@ on_welcome(struct wslock *wl, const struct wsl_frame *f)
 	struct wsl_welcome	 w;
 	struct reclaim_ctx	 rc = { wl, 0 };
 	struct creq		*r, *next;
+	size_t			 i;
 	int			 err;
 
 	if (wsl_dec_welcome(f, &w) < 0)
 		return -EPROTO;
+	/* The session's secret, hidden on TCP by a pad from the key. */
+	for (i = 0; i < sizeof w.secret; i++)
+		wl->secret[i] = w.secret[i] ^
+		    (wl->addr.family != AF_UNIX ? wl->pad[i] : 0);
+	wl->have_secret = 1;
+	sodium_memzero(&w.secret, sizeof w.secret);
+	sodium_memzero(wl->pad, sizeof wl->pad);
+	if (wl->mac_in)
+		wl->out.seal = &wl->tx;
 	wl->session = w.session;
 	wl->lease_ms = w.lease_ms;
 	wl->lease_base = wl->t_hello;
@@ -948,9 +991,7 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 	struct wsl_error	 e;
 	struct table_req	 q;
 	struct cev		*ev;
-	uint8_t			 nonce[WSL_NONCE_LEN], mac[WSL_MAC_LEN];
-	uint8_t			 want[WSL_MAC_LEN];
-	struct wsl_welcome	 w;
+	uint8_t			 mac[WSL_MAC_LEN];
 
 	switch (wl->cs) {
 	case CS_HELLO:
@@ -958,32 +999,32 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 		if (f->type == WSL_ERROR) {
 			if (wsl_dec_error(f, &e) < 0)
 				return -EPROTO;
-			return wsl_err_to_errno(e.code) == -EACCES ? -EACCES :
-			    wsl_err_to_errno(e.code);
+			if (e.code == WSL_E_SECRET)
+				forget_session(wl);
+			return wsl_err_to_errno(e.code);
 		}
 		if (f->type == WSL_CHALLENGE && wl->cs == CS_HELLO) {
-			if (wsl_dec_nonce(f, nonce) < 0 || wl->key == NULL)
+			if (wsl_dec_nonce(f, wl->snonce) < 0 || wl->key == NULL)
 				return -EPROTO;
-			wsl_mac(wl->key, wl->keylen, "wslock1 client", nonce,
-			    wl->cnonce, wl->client_id, mac);
+			wsl_mac(wl->key, wl->keylen, WSL_LABEL_CLIENT,
+			    wl->snonce, wl->cnonce, wl->client_id, mac);
 			if (wsl_enc_auth(&wl->out, 0, mac) < 0)
 				return -ENOMEM;
-			/* Kept to check the server's own proof. */
-			memcpy(wl->snonce, nonce, sizeof nonce);
+			/*
+			 * From WELCOME on every frame carries a MAC; only a
+			 * server that knows the key can make WELCOME's.
+			 */
+			wsl_session_keys(wl->key, wl->keylen, wl->cnonce,
+			    wl->snonce, wl->client_id, wl->tx.key, wl->rx.key,
+			    wl->pad);
+			wl->rx.seq = wl->tx.seq = 0;
+			wl->mac_in = 1;
 			wl->cs = CS_AUTH;
 			return 0;
 		}
-		if (f->type != WSL_WELCOME)
+		if (f->type != WSL_WELCOME ||
+		    (wl->addr.family != AF_UNIX && wl->cs != CS_AUTH))
 			return -EPROTO;
-		if (wl->addr.family != AF_UNIX) {
-			if (wl->cs != CS_AUTH || wsl_dec_welcome(f, &w) < 0)
-				return -EPROTO;
-			/* The server proves it knows the key too. */
-			wsl_mac(wl->key, wl->keylen, "wslock1 server",
-			    wl->cnonce, wl->snonce, wl->client_id, want);
-			if (sodium_memcmp(want, w.mac, sizeof want) != 0)
-				return -EACCES;
-		}
 		return on_welcome(wl, f);
 	case CS_READY:
 		break;
@@ -1032,6 +1073,18 @@ read_in(struct wslock *wl)
 		wl->in.len += n;
 		while ((len = wsl_frame_decode(wl->in.data + wl->in.off,
 		    wsl_buf_pending(&wl->in), WSL_MAX_FRAME, &f)) > 0) {
+			/*
+			 * The server's refusals in the handshake come before
+			 * there are keys to MAC them with, so they carry none.
+			 */
+			if (wl->mac_in && !(wl->cs == CS_AUTH &&
+			    f.type == WSL_ERROR) && wsl_frame_open(&wl->rx,
+			    wl->in.data + wl->in.off, &f) < 0) {
+				/* A WELCOME not from a holder of the key. */
+				conn_lost(wl, wl->cs == CS_AUTH ? -EACCES :
+				    -EBADMSG);
+				return;
+			}
 			wl->reading = 1;
 			r = on_frame(wl, &f);
 			wl->reading = 0;
@@ -1759,6 +1812,9 @@ wslock_close(struct wslock *wl)
 	table_free(wl->mirror);
 	wsl_buf_free(&wl->in);
 	wsl_buf_free(&wl->out);
+	sodium_memzero(wl->secret, sizeof wl->secret);
+	sodium_memzero(&wl->rx, sizeof wl->rx);
+	sodium_memzero(&wl->tx, sizeof wl->tx);
 	close(wl->epfd);
 	close(wl->ipfd);
 	close(wl->evfd);

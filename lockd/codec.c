@@ -1,15 +1,19 @@
 /*
  * Frame codec for the wslockd protocol (see PROTOCOL.md and proto.h). Pure
  * code, shared by the server, the client library and the fuzz target:
- * encoders append whole frames to a wsl_buf, decoders check every length
- * against the received frame before they read a byte of it and return
- * -EBADMSG for anything malformed. Nothing here does I/O.
+ * encoders append whole frames to a wsl_buf (and their MAC when the buffer
+ * has a seal), decoders check every length against the received frame
+ * before they read a byte of it and return -EBADMSG for anything
+ * malformed; wsl_frame_open() checks and strips a received frame's MAC.
+ * Nothing here does I/O.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sodium.h>
 
 #include "proto.h"
 
@@ -81,8 +85,11 @@ put_be(uint8_t *p, uint64_t v, size_t n)
 void
 wsl_buf_free(struct wsl_buf *b)
 {
+	struct wsl_seal	*seal = b->seal;
+
 	free(b->data);
 	memset(b, 0, sizeof *b);
+	b->seal = seal;
 }
 
 int
@@ -137,15 +144,16 @@ static int
 wr_begin(struct wr *w, struct wsl_buf *b, uint16_t type, uint64_t id,
     size_t bodylen)
 {
+	size_t	len = WSL_HDR_LEN + bodylen + (b->seal ? WSL_MAC_LEN : 0);
 	int	r;
 
-	if (WSL_HDR_LEN + bodylen > WSL_MAX_FRAME)
+	if (len > WSL_MAX_FRAME)
 		return -EMSGSIZE;
-	if ((r = wsl_buf_reserve(b, WSL_HDR_LEN + bodylen)) < 0)
+	if ((r = wsl_buf_reserve(b, len)) < 0)
 		return r;
 	w->b = b;
 	w->start = w->p = b->data + b->len;
-	put_be(w->p, WSL_HDR_LEN + bodylen, 4);
+	put_be(w->p, len, 4);
 	put_be(w->p + 4, WSL_PROTO_VERSION, 2);
 	put_be(w->p + 6, type, 2);
 	put_be(w->p + 8, id, 8);
@@ -168,10 +176,57 @@ wr_bytes(struct wr *w, const void *d, size_t n)
 	w->p += n;
 }
 
+/* HMAC-SHA256(key, u64 seq || frame): the MAC of one frame. */
+static void
+frame_mac(const struct wsl_seal *s, const uint8_t *frame, size_t len,
+    uint8_t *out)
+{
+	crypto_auth_hmacsha256_state	st;
+	uint8_t				seq[8];
+
+	put_be(seq, s->seq, 8);
+	crypto_auth_hmacsha256_init(&st, s->key, sizeof s->key);
+	crypto_auth_hmacsha256_update(&st, seq, sizeof seq);
+	crypto_auth_hmacsha256_update(&st, frame, len);
+	crypto_auth_hmacsha256_final(&st, out);
+	sodium_memzero(&st, sizeof st);
+}
+
 static int
 wr_commit(struct wr *w)
 {
+	struct wsl_seal	*s = w->b->seal;
+
+	if (s != NULL) {
+		frame_mac(s, w->start, w->p - w->start, w->p);
+		w->p += WSL_MAC_LEN;
+		s->seq++;
+	}
 	w->b->len += w->p - w->start;
+	return 0;
+}
+
+/*
+ * Check the MAC that ends the frame f decoded from buf (its whole frame)
+ * against the next sequence number of s, and take it off the body. 0, or
+ * -EBADMSG for a frame too short to carry one or a MAC that does not
+ * match: forged, replayed, reordered or from another connection.
+ */
+int
+wsl_frame_open(struct wsl_seal *s, const uint8_t *buf, struct wsl_frame *f)
+{
+	uint8_t	want[WSL_MAC_LEN];
+	int	r;
+
+	if (f->bodylen < WSL_MAC_LEN)
+		return -EBADMSG;
+	frame_mac(s, buf, f->len - WSL_MAC_LEN, want);
+	r = sodium_memcmp(want, buf + f->len - WSL_MAC_LEN, WSL_MAC_LEN);
+	sodium_memzero(want, sizeof want);
+	if (r != 0)
+		return -EBADMSG;
+	s->seq++;
+	f->bodylen -= WSL_MAC_LEN;
 	return 0;
 }
 
@@ -267,6 +322,7 @@ static const struct {
 	{ WSL_E_VERSION, EPROTONOSUPPORT, "unsupported protocol version" },
 	{ WSL_E_PERM, EACCES, "authentication failed" },
 	{ WSL_E_PROTO, EPROTO, "message not allowed now" },
+	{ WSL_E_SECRET, EKEYREJECTED, "session secret not proven" },
 };
 
 const char *
@@ -312,12 +368,13 @@ wsl_enc_hello(struct wsl_buf *b, uint64_t id, const struct wsl_hello *h)
 	if (h->namelen > WSL_MAX_NAME)
 		return -EINVAL;
 	if ((r = wr_begin(&w, b, WSL_HELLO, id,
-	    4 + 8 + 4 + WSL_NONCE_LEN + 2 + h->namelen)) < 0)
+	    4 + 8 + 4 + WSL_NONCE_LEN + WSL_MAC_LEN + 2 + h->namelen)) < 0)
 		return r;
 	wr_be(&w, h->flags, 4);
 	wr_be(&w, h->client_id, 8);
 	wr_be(&w, h->lease_ms, 4);
 	wr_bytes(&w, h->nonce, WSL_NONCE_LEN);
+	wr_bytes(&w, h->resume, WSL_MAC_LEN);
 	wr_be(&w, h->namelen, 2);
 	wr_bytes(&w, h->name, h->namelen);
 	return wr_commit(&w);
@@ -353,7 +410,8 @@ wsl_enc_welcome(struct wsl_buf *b, uint64_t id, const struct wsl_welcome *wl)
 	struct wr	w;
 	int		r;
 
-	if ((r = wr_begin(&w, b, WSL_WELCOME, id, 4 * 7 + 8 + WSL_MAC_LEN)) < 0)
+	if ((r = wr_begin(&w, b, WSL_WELCOME, id,
+	    4 * 7 + 8 + WSL_SECRET_LEN)) < 0)
 		return r;
 	wr_be(&w, wl->flags, 4);
 	wr_be(&w, wl->session, 8);
@@ -363,7 +421,7 @@ wsl_enc_welcome(struct wsl_buf *b, uint64_t id, const struct wsl_welcome *wl)
 	wr_be(&w, wl->max_frame, 4);
 	wr_be(&w, wl->max_locks, 4);
 	wr_be(&w, wl->max_waiters, 4);
-	wr_bytes(&w, wl->mac, WSL_MAC_LEN);
+	wr_bytes(&w, wl->secret, WSL_SECRET_LEN);
 	return wr_commit(&w);
 }
 
@@ -541,6 +599,8 @@ wsl_dec_hello(const struct wsl_frame *f, struct wsl_hello *h)
 	x.lease_ms = rd_u32(&r);
 	if ((p = rd_bytes(&r, WSL_NONCE_LEN)) != NULL)
 		memcpy(x.nonce, p, WSL_NONCE_LEN);
+	if ((p = rd_bytes(&r, WSL_MAC_LEN)) != NULL)
+		memcpy(x.resume, p, WSL_MAC_LEN);
 	x.namelen = rd_u16(&r);
 	if (x.namelen > WSL_MAX_NAME)
 		return -EBADMSG;
@@ -582,8 +642,8 @@ wsl_dec_welcome(const struct wsl_frame *f, struct wsl_welcome *wl)
 	x.max_frame = rd_u32(&r);
 	x.max_locks = rd_u32(&r);
 	x.max_waiters = rd_u32(&r);
-	if ((p = rd_bytes(&r, WSL_MAC_LEN)) != NULL)
-		memcpy(x.mac, p, WSL_MAC_LEN);
+	if ((p = rd_bytes(&r, WSL_SECRET_LEN)) != NULL)
+		memcpy(x.secret, p, WSL_SECRET_LEN);
 	if (rd_end(&r) < 0 || x.lease_ms == 0 || x.max_frame < 256)
 		return -EBADMSG;
 	*wl = x;

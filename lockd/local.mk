@@ -6,14 +6,14 @@ EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
 	tests/lockd/test_history.py tests/lockd/test_threads.py \
 	tests/lockd/test_quiet.py tests/lockd/test_async_test.py \
-	tests/lockd/test_hardening.py \
+	tests/lockd/test_hardening.py tests/lockd/test_mac.py \
 	tests/metrics/test_lockd_metrics.py
 
 if HAVE_CMOCKA
 UNIT_TESTS += tests/unit/test_table tests/unit/test_proto \
-	tests/unit/test_client
+	tests/unit/test_client tests/unit/test_auth
 check_PROGRAMS += tests/unit/test_table tests/unit/test_proto \
-	tests/unit/test_client
+	tests/unit/test_client tests/unit/test_auth
 tests_unit_test_table_SOURCES = tests/unit/test_table.c lockd/table.c \
 	lockd/lockd.h lockd/proto.h
 tests_unit_test_table_CPPFLAGS = $(LOCKD_INC)
@@ -24,6 +24,11 @@ tests_unit_test_proto_SOURCES = tests/unit/test_proto.c lockd/codec.c \
 tests_unit_test_proto_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_proto_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_proto_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
+tests_unit_test_auth_SOURCES = tests/unit/test_auth.c lockd/codec.c \
+	lockd/addr.c lockd/state.c lockd/lockd.h lockd/proto.h
+tests_unit_test_auth_CPPFLAGS = $(LOCKD_INC)
+tests_unit_test_auth_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
+tests_unit_test_auth_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
 tests_unit_test_client_SOURCES = tests/unit/test_client.c
 tests_unit_test_client_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_client_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
@@ -36,8 +41,10 @@ FUZZ_TARGETS += tests/fuzz/fuzz_proto
 tests_fuzz_fuzz_proto_SOURCES = tests/fuzz/fuzz_proto.c lockd/codec.c \
 	lockd/lockd.h lockd/proto.h
 tests_fuzz_fuzz_proto_CPPFLAGS = $(LOCKD_INC)
-tests_fuzz_fuzz_proto_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer,address,undefined
+tests_fuzz_fuzz_proto_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) \
+	-fsanitize=fuzzer,address,undefined
 tests_fuzz_fuzz_proto_LDFLAGS = -fsanitize=fuzzer,address,undefined
+tests_fuzz_fuzz_proto_LDADD = $(SODIUM_LIBS)
 endif
 
 sbin_PROGRAMS += lockd/wslockd

@@ -103,7 +103,8 @@ uint32_t	 state_epoch(const struct state *);
 int		 state_next_epoch(struct state *);
 size_t		 state_nclients(const struct state *);
 int		 state_has_client(const struct state *, uint64_t);
-int		 state_add_client(struct state *, uint64_t);
+int		 state_add_client(struct state *, uint64_t, const uint8_t *);
+int		 state_client_secret(const struct state *, uint64_t, uint8_t *);
 int		 state_del_client(struct state *, uint64_t);
 const uint64_t	*state_clients(const struct state *);
 int		 state_sync(struct state *);
@@ -134,5 +135,10 @@ int		 wsl_addr_parse(const char *, struct wsl_addr *);
 int		 wsl_keyfile_load(const char *, uint8_t **, size_t *);
 void		 wsl_mac(const uint8_t *, size_t, const char *,
 		    const uint8_t *, const uint8_t *, uint64_t, uint8_t *);
+void		 wsl_session_keys(const uint8_t *, size_t, const uint8_t *,
+		    const uint8_t *, uint64_t, uint8_t *, uint8_t *,
+		    uint8_t *);
+void		 wsl_resume_proof(const uint8_t *, const uint8_t *, uint64_t,
+		    uint8_t *);
 
 #endif

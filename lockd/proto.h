@@ -3,9 +3,10 @@
  * error codes and limits. lockd/PROTOCOL.md is the prose specification;
  * this header is its machine-readable half and must agree with it.
  *
- * Every frame is a 16-byte header followed by a body; all integers are
- * big-endian. Message types are numbered in blocks of 0x100 by purpose; a
- * retired number is listed as retired and never given a new meaning.
+ * Every frame is a 16-byte header followed by a body and, on TCP once the
+ * handshake is done, a 32-byte MAC; all integers are big-endian. Message
+ * types are numbered in blocks of 0x100 by purpose; a retired number is
+ * listed as retired and never given a new meaning.
  */
 #ifndef WSL_PROTO_H
 #define WSL_PROTO_H
@@ -13,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WSL_PROTO_VERSION	1
+#define WSL_PROTO_VERSION	2	/* 1: no MAC after the handshake */
 #define WSL_DEFAULT_PORT	7420
 
 /* Header: u32 length (whole frame), u16 version, u16 type, u64 request id. */
@@ -23,7 +24,8 @@
 #define WSL_MAX_NAME		255
 #define WSL_MAX_TEXT		512
 #define WSL_NONCE_LEN		32
-#define WSL_MAC_LEN		32
+#define WSL_MAC_LEN		32	/* HMAC-SHA256 */
+#define WSL_SECRET_LEN		32	/* a session's resume secret */
 #define WSL_RANGE_END		UINT64_MAX	/* [0, UINT64_MAX) = whole object */
 
 enum wsl_type {
@@ -59,6 +61,13 @@ enum wsl_type {
 	WSL_LIST_END		= 0x0503,	/* S->C, last */
 };
 
+/* HMAC labels (PROTOCOL.md, Handshake), each hashed with its NUL. */
+#define WSL_LABEL_CLIENT	"wslock2 client"	/* AUTH proof */
+#define WSL_LABEL_C2S		"wslock2 c2s"		/* MAC key C->S */
+#define WSL_LABEL_S2C		"wslock2 s2c"		/* MAC key S->C */
+#define WSL_LABEL_PAD		"wslock2 secret"	/* hides the secret */
+#define WSL_LABEL_RESUME	"wslock2 resume"	/* HELLO proof */
+
 /* HELLO flags. */
 #define WSL_HELLO_RESUME	0x0001	/* I held locks; keep or reclaim them */
 
@@ -90,6 +99,7 @@ enum wsl_err {
 	WSL_E_VERSION		= 8,	/* unsupported protocol version */
 	WSL_E_PERM		= 9,	/* authentication failed */
 	WSL_E_PROTO		= 10,	/* message not allowed now */
+	WSL_E_SECRET		= 11,	/* client id of a session not proven */
 };
 
 /* LIST_ITEM kinds. */
@@ -112,6 +122,7 @@ struct wsl_hello {
 	uint64_t	 client_id;
 	uint32_t	 lease_ms;	/* 0: server default */
 	uint8_t		 nonce[WSL_NONCE_LEN];
+	uint8_t		 resume[WSL_MAC_LEN];	/* proof of the secret, or 0 */
 	const char	*name;		/* not NUL-terminated */
 	size_t		 namelen;
 };
@@ -125,7 +136,7 @@ struct wsl_welcome {
 	uint32_t	max_frame;
 	uint32_t	max_locks;
 	uint32_t	max_waiters;
-	uint8_t		mac[WSL_MAC_LEN];	/* zero on unix sockets */
+	uint8_t		secret[WSL_SECRET_LEN];	/* masked on TCP */
 };
 
 /* LOCK, RECLAIM (token used) and UNLOCK (mode, flags unused). */
@@ -179,12 +190,27 @@ struct wsl_item {
 	size_t		 datalen;
 };
 
-/* A growable output buffer the encoders append frames to. */
+/*
+ * One direction of an authenticated connection: every frame carries
+ * HMAC-SHA256(key, u64 seq || frame), seq counting that direction's
+ * frames from 0.
+ */
+struct wsl_seal {
+	uint8_t		 key[WSL_MAC_LEN];
+	uint64_t	 seq;		/* of the next frame */
+};
+
+/*
+ * A growable output buffer the encoders append frames to; with seal set,
+ * every frame appended gets its MAC (the seal is the owner's and stays
+ * across wsl_buf_free).
+ */
 struct wsl_buf {
-	uint8_t	*data;
-	size_t	 len;
-	size_t	 cap;
-	size_t	 off;		/* bytes already consumed (written) */
+	uint8_t			*data;
+	size_t			 len;
+	size_t			 cap;
+	size_t			 off;	/* bytes already consumed (written) */
+	struct wsl_seal		*seal;
 };
 
 /* codec.c */
@@ -193,6 +219,7 @@ int	 wsl_buf_reserve(struct wsl_buf *, size_t);
 void	 wsl_buf_consume(struct wsl_buf *, size_t);
 size_t	 wsl_buf_pending(const struct wsl_buf *);
 int	 wsl_frame_decode(const uint8_t *, size_t, size_t, struct wsl_frame *);
+int	 wsl_frame_open(struct wsl_seal *, const uint8_t *, struct wsl_frame *);
 const char *wsl_type_name(uint16_t);
 const char *wsl_err_name(uint32_t);
 int	 wsl_err_to_errno(uint32_t);

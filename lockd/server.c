@@ -107,6 +107,10 @@ struct conn {
 	struct wsl_buf		 out;
 	uint8_t			 snonce[WSL_NONCE_LEN];
 	uint8_t			 cnonce[WSL_NONCE_LEN];
+	uint8_t			 resume[WSL_MAC_LEN];	/* HELLO's proof */
+	int			 mac;		/* frames in carry a MAC */
+	struct wsl_seal		 rx;		/* C->S, when mac */
+	struct wsl_seal		 tx;		/* S->C, out.seal when mac */
 	uint64_t		 client_id;
 	uint32_t		 hello_flags;
 	char			 name[WSL_MAX_NAME + 1];
@@ -124,6 +128,7 @@ TAILQ_HEAD(conns, conn);
 struct session {
 	uint64_t		 id;
 	uint64_t		 client_id;
+	uint8_t			 secret[WSL_SECRET_LEN]; /* resume needs it */
 	char			 name[WSL_MAX_NAME + 1];
 	struct table_sess	*ts;
 	struct conn		*conn;		/* NULL while detached */
@@ -316,6 +321,17 @@ timer_update(struct server *srv)
 		fatal("timerfd_settime");
 }
 
+/* Free a closed connection, its keys wiped. */
+static void
+conn_free(struct conn *c)
+{
+	wsl_buf_free(&c->in);
+	wsl_buf_free(&c->out);
+	sodium_memzero(&c->rx, sizeof c->rx);
+	sodium_memzero(&c->tx, sizeof c->tx);
+	free(c);
+}
+
 /* The connection is through the handshake (or gone): no deadline. */
 static void
 conn_authed(struct server *srv, struct conn *c)
@@ -399,7 +415,7 @@ static int
 conn_fail(struct server *srv, struct conn *c, uint64_t id, uint32_t code,
     const char *why)
 {
-	if (code == WSL_E_PERM)
+	if (code == WSL_E_PERM || code == WSL_E_SECRET)
 		srv->stats.auth_failures++;
 	else if (code != WSL_E_LIMIT)
 		srv->stats.bad_frames++;
@@ -484,6 +500,7 @@ session_end(struct server *srv, struct session *s, const char *why)
 		if (srv->npending == 0)
 			grace_end(srv, "every known client is back");
 	}
+	sodium_memzero(s->secret, sizeof s->secret);
 	free(s);
 	timer_update(srv);
 }
@@ -510,13 +527,17 @@ session_new(struct server *srv, struct conn *c, struct session **out)
 	s->id = ++srv->next_session;
 	s->client_id = c->client_id;
 	memcpy(s->name, c->name, sizeof s->name);
+	/* Only its holder may resume the session, or start another one. */
+	randombytes_buf(s->secret, sizeof s->secret);
 	if ((s->ts = table_sess_new(srv->table, s->id, s)) == NULL) {
+		sodium_memzero(s->secret, sizeof s->secret);
 		free(s);
 		return -ENOMEM;
 	}
 	/* Remember the client before it can hold anything worth reclaiming. */
-	if ((r = state_add_client(srv->state, s->client_id)) < 0) {
+	if ((r = state_add_client(srv->state, s->client_id, s->secret)) < 0) {
 		table_sess_free(srv->table, s->ts);
+		sodium_memzero(s->secret, sizeof s->secret);
 		free(s);
 		return r;
 	}
@@ -527,17 +548,53 @@ session_new(struct server *srv, struct conn *c, struct session **out)
 	return 0;
 }
 
-/* Authenticated: attach the connection to a new or resumed session. */
+/*
+ * Does the connection prove the secret of the session its client id
+ * names, live or listed from before a restart? A client id alone is no
+ * proof: LIST shows them to every key holder.
+ */
+static int
+conn_proves(struct server *srv, struct conn *c, const struct session *s)
+{
+	uint8_t	secret[WSL_SECRET_LEN], want[WSL_MAC_LEN];
+	int	ok;
+
+	if (s != NULL)
+		memcpy(secret, s->secret, sizeof secret);
+	else if (!srv->grace || !pending_has(srv, c->client_id))
+		return 1;		/* nobody's client id */
+	else if (state_client_secret(srv->state, c->client_id, secret) < 0)
+		return 0;
+	wsl_resume_proof(secret, c->cnonce, c->client_id, want);
+	ok = sodium_memcmp(want, c->resume, sizeof want) == 0;
+	sodium_memzero(secret, sizeof secret);
+	sodium_memzero(want, sizeof want);
+	return ok;
+}
+
+/*
+ * Authenticated: attach the connection to a new or resumed session. On
+ * TCP every frame from here on carries a MAC, WELCOME first.
+ */
 static int
 conn_welcome(struct server *srv, struct conn *c, uint64_t id)
 {
 	struct wsl_welcome	 w;
 	struct session		*s;
+	uint8_t			 c2s[WSL_MAC_LEN], s2c[WSL_MAC_LEN];
+	uint8_t			 pad[WSL_SECRET_LEN];
 	uint64_t		 now = now_ms();
+	size_t			 i;
 	int			 r;
 
 	memset(&w, 0, sizeof w);
 	s = session_find(srv, c->client_id);
+	if (!conn_proves(srv, c, s)) {
+		log_warn("%s: client id %016" PRIx64 " is a session's and the "
+		    "session's secret was not proven", c->peer, c->client_id);
+		return conn_fail(srv, c, id, WSL_E_SECRET,
+		    "session secret not proven");
+	}
 	if (s != NULL && (c->hello_flags & WSL_HELLO_RESUME)) {
 		if (s->conn != NULL)
 			conn_close(srv, s->conn, "replaced by a new connection");
@@ -577,10 +634,24 @@ conn_welcome(struct server *srv, struct conn *c, uint64_t id)
 	w.max_frame = srv->conf->max_frame;
 	w.max_locks = srv->conf->max_locks;
 	w.max_waiters = srv->conf->max_waiters;
-	if (!c->is_unix)
-		wsl_mac(srv->key, srv->keylen, "wslock1 server", c->cnonce,
-		    c->snonce, c->client_id, w.mac);
-	if (wsl_enc_welcome(&c->out, id, &w) < 0)
+	memcpy(w.secret, s->secret, sizeof w.secret);
+	if (!c->is_unix) {
+		wsl_session_keys(srv->key, srv->keylen, c->cnonce, c->snonce,
+		    c->client_id, c2s, s2c, pad);
+		for (i = 0; i < sizeof w.secret; i++)
+			w.secret[i] ^= pad[i];
+		memcpy(c->rx.key, c2s, sizeof c->rx.key);
+		memcpy(c->tx.key, s2c, sizeof c->tx.key);
+		c->rx.seq = c->tx.seq = 0;
+		c->mac = 1;
+		c->out.seal = &c->tx;
+		sodium_memzero(c2s, sizeof c2s);
+		sodium_memzero(s2c, sizeof s2c);
+		sodium_memzero(pad, sizeof pad);
+	}
+	r = wsl_enc_welcome(&c->out, id, &w);
+	sodium_memzero(w.secret, sizeof w.secret);
+	if (r < 0)
 		return conn_fail(srv, c, id, WSL_E_LIMIT, "out of memory");
 	log_info("%s: session %" PRIu64 " for client %016" PRIx64 " (%.*s)%s",
 	    c->peer, s->id, s->client_id, (int)strlen(s->name), s->name,
@@ -602,6 +673,7 @@ h_hello(struct server *srv, struct conn *c, const struct wsl_frame *f)
 	c->client_id = h.client_id;
 	c->hello_flags = h.flags;
 	memcpy(c->cnonce, h.nonce, WSL_NONCE_LEN);
+	memcpy(c->resume, h.resume, WSL_MAC_LEN);
 	memcpy(c->name, h.name, h.namelen);
 	c->name[h.namelen] = '\0';
 	if (c->is_unix) {
@@ -631,7 +703,7 @@ h_auth(struct server *srv, struct conn *c, const struct wsl_frame *f)
 
 	if (wsl_dec_nonce(f, mac) < 0)
 		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed AUTH");
-	wsl_mac(srv->key, srv->keylen, "wslock1 client", c->snonce, c->cnonce,
+	wsl_mac(srv->key, srv->keylen, WSL_LABEL_CLIENT, c->snonce, c->cnonce,
 	    c->client_id, want);
 	if (sodium_memcmp(mac, want, sizeof mac) != 0) {
 		log_warn("%s: authentication failed (wrong cluster key?)",
@@ -927,6 +999,12 @@ conn_frames(struct server *srv, struct conn *c, const uint8_t *buf,
 	while ((n = wsl_frame_decode(buf + off, len - off,
 	    c->state == C_READY ? srv->conf->max_frame : PREAUTH_MAX_FRAME,
 	    &f)) > 0) {
+		if (c->mac && wsl_frame_open(&c->rx, buf + off, &f) < 0) {
+			log_warn("%s: frame with a bad MAC (forged, replayed or "
+			    "out of order)", c->peer);
+			conn_fail(srv, c, 0, WSL_E_PERM, "bad MAC");
+			return -1;
+		}
 		if (conn_dispatch(srv, c, &f) < 0)
 			return -1;
 		off += n;
@@ -1678,9 +1756,7 @@ server_shutdown(struct server *srv)
 		conn_close(srv, c, NULL);
 	while ((c = TAILQ_FIRST(&srv->dead)) != NULL) {
 		TAILQ_REMOVE(&srv->dead, c, entry);
-		wsl_buf_free(&c->in);
-		wsl_buf_free(&c->out);
-		free(c);
+		conn_free(c);
 	}
 	/*
 	 * Sessions are not ended: their clients stay in the state directory
@@ -1689,6 +1765,7 @@ server_shutdown(struct server *srv)
 	while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
 		TAILQ_REMOVE(&srv->sessions, s, entry);
 		table_sess_free(srv->table, s->ts);
+		sodium_memzero(s->secret, sizeof s->secret);
 		free(s);
 	}
 	table_free(srv->table);
@@ -1757,9 +1834,7 @@ server_run(const struct server_conf *conf)
 		}
 		while ((c = TAILQ_FIRST(&srv.dead)) != NULL) {
 			TAILQ_REMOVE(&srv.dead, c, entry);
-			wsl_buf_free(&c->in);
-			wsl_buf_free(&c->out);
-			free(c);
+			conn_free(c);
 		}
 	}
 	server_shutdown(&srv);

@@ -2,9 +2,11 @@
  * wslockd's state directory: the few facts that must survive a restart.
  * "epoch" holds the number of the current server incarnation, the high
  * half of every fencing token, so tokens keep growing across restarts.
- * "clients" lists the client ids that had a live session, so that after a
- * restart the grace period knows whom to wait for and refuses reclaims
- * from anyone else. Both are replaced atomically (write, fsync, rename).
+ * "clients" lists the client ids that had a live session, each with its
+ * session's secret, so that after a restart the grace period knows whom
+ * to wait for, refuses reclaims from anyone else, and lets only the
+ * holder of the secret speak for a client id. Both files are replaced
+ * atomically (write, fsync, rename), mode 0600 in a 0700 directory.
  */
 #include "config.h"
 
@@ -19,6 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "lockd.h"
 
 struct state {
@@ -26,9 +30,12 @@ struct state {
 	int		 dirty;		/* clients changed, not yet written */
 	uint32_t	 epoch;
 	uint64_t	*clients;
+	uint8_t		(*secrets)[WSL_SECRET_LEN]; /* all 0: none known */
 	size_t		 nclients;
 	size_t		 cap;
 };
+
+#define CLIENT_LINE	(16 + 1 + 2 * WSL_SECRET_LEN + 1)
 
 /* Replace file name in the state directory with buf, durably. */
 static int
@@ -103,20 +110,27 @@ state_save_clients(struct state *st)
 	size_t	 i, len = 0;
 	int	 r;
 
-	if ((buf = malloc(st->nclients * 17 + 1)) == NULL)
+	if ((buf = malloc(st->nclients * CLIENT_LINE + 1)) == NULL)
 		return -ENOMEM;
-	for (i = 0; i < st->nclients; i++)
-		len += snprintf(buf + len, 18, "%016" PRIx64 "\n",
+	for (i = 0; i < st->nclients; i++) {
+		len += snprintf(buf + len, 18, "%016" PRIx64 " ",
 		    st->clients[i]);
+		sodium_bin2hex(buf + len, 2 * WSL_SECRET_LEN + 1,
+		    st->secrets[i], WSL_SECRET_LEN);
+		len += 2 * WSL_SECRET_LEN;
+		buf[len++] = '\n';
+	}
 	r = state_write(st, "clients", buf, len);
+	sodium_memzero(buf, st->nclients * CLIENT_LINE + 1);
 	free(buf);
 	return r;
 }
 
 static int
-state_push(struct state *st, uint64_t id)
+state_push(struct state *st, uint64_t id, const uint8_t *secret)
 {
 	uint64_t	*n;
+	uint8_t		(*sn)[WSL_SECRET_LEN];
 	size_t		 cap;
 
 	if (st->nclients == st->cap) {
@@ -124,8 +138,15 @@ state_push(struct state *st, uint64_t id)
 		if ((n = reallocarray(st->clients, cap, sizeof *n)) == NULL)
 			return -ENOMEM;
 		st->clients = n;
+		if ((sn = reallocarray(st->secrets, cap, sizeof *sn)) == NULL)
+			return -ENOMEM;
+		st->secrets = sn;
 		st->cap = cap;
 	}
+	if (secret != NULL)
+		memcpy(st->secrets[st->nclients], secret, WSL_SECRET_LEN);
+	else
+		memset(st->secrets[st->nclients], 0, WSL_SECRET_LEN);
 	st->clients[st->nclients++] = id;
 	return 0;
 }
@@ -136,8 +157,10 @@ state_open(const char *dir, struct state **out)
 {
 	struct state	*st;
 	char		*buf = NULL, *line, *end, *save;
+	uint8_t		 secret[WSL_SECRET_LEN];
 	unsigned long	 ul;
 	uint64_t	 id;
+	size_t		 n, blen = 0;
 	int		 r;
 
 	if ((st = calloc(1, sizeof *st)) == NULL)
@@ -167,21 +190,35 @@ state_open(const char *dir, struct state **out)
 	buf = NULL;
 	if ((r = state_read(st, "clients", &buf)) < 0)
 		goto out;
+	blen = buf != NULL ? strlen(buf) : 0;
+	/* "ID SECRET", or "ID" alone as written before secrets existed. */
 	for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line != NULL;
 	    line = strtok_r(NULL, "\n", &save)) {
 		errno = 0;
 		id = strtoull(line, &end, 16);
-		if (errno != 0 || end == line || *end != '\0') {
+		if (errno != 0 || end == line || (*end != '\0' && *end != ' ')) {
 			r = -EINVAL;
 			goto out;
 		}
-		if ((r = state_push(st, id)) < 0)
+		memset(secret, 0, sizeof secret);
+		if (*end == ' ' && (strlen(end + 1) != 2 * WSL_SECRET_LEN ||
+		    sodium_hex2bin(secret, sizeof secret, end + 1,
+		    2 * WSL_SECRET_LEN, NULL, &n, NULL) != 0 ||
+		    n != WSL_SECRET_LEN)) {
+			r = -EINVAL;
+			goto out;
+		}
+		r = state_push(st, id, secret);
+		sodium_memzero(secret, sizeof secret);
+		if (r < 0)
 			goto out;
 	}
 	*out = st;
 	st = NULL;
 	r = 0;
 out:
+	if (buf != NULL)
+		sodium_memzero(buf, blen);
 	free(buf);
 	state_close(st);
 	return r;
@@ -195,6 +232,9 @@ state_close(struct state *st)
 	if (st->dirfd >= 0)
 		close(st->dirfd);
 	free(st->clients);
+	if (st->secrets != NULL)
+		sodium_memzero(st->secrets, st->cap * sizeof *st->secrets);
+	free(st->secrets);
 	free(st);
 }
 
@@ -249,16 +289,45 @@ state_has_client(const struct state *st, uint64_t id)
  * before it hears of its session, without one fsync per connection.
  */
 int
-state_add_client(struct state *st, uint64_t id)
+state_add_client(struct state *st, uint64_t id, const uint8_t *secret)
 {
+	size_t	i;
 	int	r;
 
-	if (state_has_client(st, id))
+	for (i = 0; i < st->nclients; i++) {
+		if (st->clients[i] != id)
+			continue;
+		if (memcmp(st->secrets[i], secret, WSL_SECRET_LEN) != 0) {
+			memcpy(st->secrets[i], secret, WSL_SECRET_LEN);
+			st->dirty = 1;
+		}
 		return 0;
-	if ((r = state_push(st, id)) < 0)
+	}
+	if ((r = state_push(st, id, secret)) < 0)
 		return r;
 	st->dirty = 1;
 	return 0;
+}
+
+/*
+ * The secret of a listed client's last session: 0, or -ENOENT when the
+ * client is not listed or its secret is not known (an old state file).
+ */
+int
+state_client_secret(const struct state *st, uint64_t id, uint8_t *out)
+{
+	static const uint8_t	zero[WSL_SECRET_LEN];
+	size_t			i;
+
+	for (i = 0; i < st->nclients; i++) {
+		if (st->clients[i] != id)
+			continue;
+		if (sodium_memcmp(st->secrets[i], zero, WSL_SECRET_LEN) == 0)
+			return -ENOENT;
+		memcpy(out, st->secrets[i], WSL_SECRET_LEN);
+		return 0;
+	}
+	return -ENOENT;
 }
 
 int
@@ -270,6 +339,9 @@ state_del_client(struct state *st, uint64_t id)
 		if (st->clients[i] != id)
 			continue;
 		st->clients[i] = st->clients[--st->nclients];
+		memcpy(st->secrets[i], st->secrets[st->nclients],
+		    WSL_SECRET_LEN);
+		sodium_memzero(st->secrets[st->nclients], WSL_SECRET_LEN);
 		st->dirty = 1;
 		return 0;
 	}

@@ -81,6 +81,13 @@
  * the session or, when the server restarted, reclaims its locks in the
  * server's grace period; a lock it cannot get back is reported lost
  * (-ESTALE). Requests not yet answered are sent again after the reclaim.
+ * Resuming takes the session's secret, which the server hands to the
+ * library in the handshake and the library keeps; should the server
+ * refuse it (the session ended and its client id was taken), every lock
+ * is reported lost (-ENOLCK) and the library starts afresh under a new
+ * client id. Over TCP every frame after the handshake carries a MAC
+ * (PROTOCOL.md); a frame whose MAC fails drops the connection, and the
+ * library reconnects as after any other break.
  */
 #ifndef WSLOCK_H
 #define WSLOCK_H

@@ -10,13 +10,14 @@
  *   held KEY OWNER START END s|x
  *   test KEY OWNER START END s|x          (blocking: wslock_test_wait)
  *   atest ID KEY OWNER START END s|x      (wslock_test, answer by callback)
- *   lease | session | quit
+ *   lease | session | stats | quit
  *
  * Output: "T ready", "T done ID STATUS TOKEN", "T revoke KEY OWNER START
  * END TOKEN", "T lost KEY OWNER START END TOKEN REASON", "T state N",
  * "T unlocked", "T cancel ID RC", "T held 0|1 TOKEN", "T test RC ...",
  * "T tested ID STATUS [SESSION OWNER START END MODE]",
- * "T lease MS", "T session ID". END "-" means the whole object.
+ * "T lease MS", "T session ID", "T stats STATE CONNECTS ATTEMPTS DOWN MS
+ * ERR TEXT...". END "-" means the whole object.
  */
 #include "config.h"
 
@@ -180,6 +181,16 @@ command(struct wslock *wl, char *line)
 		out("lease %" PRId64, wslock_lease_left(wl));
 	} else if (strcmp(tok[0], "session") == 0) {
 		out("session %" PRIu64, wslock_session(wl));
+	} else if (strcmp(tok[0], "stats") == 0) {
+		struct wslock_conn_stats	st;
+
+		if ((rc = wslock_conn_stats(wl, &st)) < 0)
+			out("stats error %d", rc);
+		else
+			out("stats %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %"
+			    PRIu64 " %d %s", st.state, st.connects,
+			    st.attempts, st.attempts_down, st.state_ms,
+			    st.last_err, st.last_error);
 	} else
 		out("error bad command '%s'", tok[0]);
 	return 0;

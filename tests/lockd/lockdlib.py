@@ -4,6 +4,8 @@ commands on stdin and prints timestamped answers and events) from Python.
 
 Every process is started by the test and ended by pid, in fixtures that
 run even when a test fails."""
+import hashlib
+import hmac
 import os
 import queue
 import signal
@@ -24,16 +26,18 @@ EAGAIN, EBUSY, ECANCELED, ETIMEDOUT, ENOLCK, ESTALE = 11, 16, 125, 110, 37, 116
 
 # Raw frames, for tests that speak the protocol by hand (PROTOCOL.md).
 HDR = struct.Struct(">IHHQ")
+VERSION = 2
 
 
-def frame(type_, body=b"", rid=0, version=1, length=None):
+def frame(type_, body=b"", rid=0, version=VERSION, length=None):
     n = HDR.size + len(body) if length is None else length
     return HDR.pack(n, version, type_, rid) + body
 
 
-def hello(flags=0, client_id=1, name=b"raw"):
+def hello(flags=0, client_id=1, name=b"raw", nonce=b"N" * 32,
+          proof=b"\0" * 32):
     return frame(0x0101, struct.pack(">IQI", flags, client_id, 0) +
-                 b"N" * 32 + struct.pack(">H", len(name)) + name)
+                 nonce + proof + struct.pack(">H", len(name)) + name)
 
 
 def read_frames(s, timeout=5):
@@ -60,6 +64,131 @@ def unix_conn(server):
     s = socket.socket(socket.AF_UNIX)
     s.connect(server.sock)
     return s
+
+
+def lock_body(key, owner=1, start=0, end=2**64 - 1, mode=2, flags=0):
+    """The body of a LOCK."""
+    return struct.pack(">QQQBBH", owner, start, end, mode, flags,
+                       len(key)) + key
+
+
+def hmac256(key, *parts):
+    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+
+
+def labelled(key, label, n1, n2, client_id):
+    """wsl_mac: HMAC-SHA256(key, label NUL || n1 || n2 || client id)."""
+    return hmac256(key, label + b"\0", n1, n2, struct.pack(">Q", client_id))
+
+
+def resume_proof(secret, nonce, client_id):
+    return hmac256(secret, b"wslock2 resume\0", nonce,
+                   struct.pack(">Q", client_id))
+
+
+class RawSession:
+    """The TCP side of PROTOCOL.md by hand: HELLO, CHALLENGE, AUTH, then
+    WELCOME and every later frame with a MAC under the per-direction
+    keys. For tests that forge, replay or inject frames."""
+
+    def __init__(self, server, client_id=None, flags=0, secret=None,
+                 proof=None, key=None):
+        self.sock = socket.create_connection(("127.0.0.1", server.port),
+                                             timeout=5)
+        with open(key or server.key, "rb") as f:
+            self.key = f.read()
+        self.client_id = client_id if client_id is not None else \
+            int.from_bytes(os.urandom(8), "big")
+        self.nc = os.urandom(32)
+        if proof is None:
+            proof = resume_proof(secret, self.nc, self.client_id) \
+                if secret is not None else b"\0" * 32
+        self.buf = b""
+        self.rx = self.tx = 0
+        self.sock.sendall(hello(flags, self.client_id, nonce=self.nc,
+                                proof=proof))
+        t, _, body = self.recv_plain()
+        assert t == 0x0102, t
+        ns = body
+        self.sock.sendall(frame(0x0103, labelled(
+            self.key, b"wslock2 client", ns, self.nc, self.client_id)))
+        self.c2s = labelled(self.key, b"wslock2 c2s", self.nc, ns,
+                            self.client_id)
+        self.s2c = labelled(self.key, b"wslock2 s2c", self.nc, ns,
+                            self.client_id)
+        self.pad = labelled(self.key, b"wslock2 secret", self.nc, ns,
+                            self.client_id)
+        self.welcome = self.error = None
+        raw = self.recv_raw()
+        t = HDR.unpack_from(raw)[2]
+        if t == 0x0302:			# a refusal: before the keys, no MAC
+            self.error = struct.unpack_from(">I", raw, HDR.size)[0]
+            return
+        t, _, body = self.open(raw)
+        assert t == 0x0104, t
+        (flags, session, lease, grace, epoch, maxf, maxl,
+         maxw) = struct.unpack_from(">IQIIIIII", body)
+        self.welcome = {"flags": flags, "session": session}
+        self.secret = bytes(a ^ b for a, b in zip(body[36:68], self.pad))
+
+    def recv_raw(self):
+        """One whole frame as received, or None at EOF."""
+        while len(self.buf) < HDR.size or \
+                len(self.buf) < HDR.unpack_from(self.buf)[0]:
+            try:
+                chunk = self.sock.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                return None
+            self.buf += chunk
+        n = HDR.unpack_from(self.buf)[0]
+        raw, self.buf = self.buf[:n], self.buf[n:]
+        return raw
+
+    def recv_plain(self):
+        raw = self.recv_raw()
+        n, _, t, rid = HDR.unpack_from(raw)
+        return t, rid, raw[HDR.size:]
+
+    def open(self, raw):
+        """Check the MAC of a frame from the server; (type, id, body)."""
+        mac = hmac256(self.s2c, struct.pack(">Q", self.rx), raw[:-32])
+        assert hmac.compare_digest(mac, raw[-32:]), "bad MAC from server"
+        self.rx += 1
+        n, _, t, rid = HDR.unpack_from(raw)
+        return t, rid, raw[HDR.size:-32]
+
+    def recv(self):
+        """The next frame from the server, MAC checked; None at EOF."""
+        raw = self.recv_raw()
+        return None if raw is None else self.open(raw)
+
+    def seal(self, type_, body=b"", rid=0):
+        """A frame with its MAC, as the next one this client sends."""
+        head = HDR.pack(HDR.size + len(body) + 32, VERSION, type_, rid)
+        mac = hmac256(self.c2s, struct.pack(">Q", self.tx), head + body)
+        self.tx += 1
+        return head + body + mac
+
+    def send(self, type_, body=b"", rid=0):
+        data = self.seal(type_, body, rid)
+        self.sock.sendall(data)
+        return data
+
+    def closed(self, timeout=5):
+        """True once the server closed the connection; frames before the
+        EOF are dropped (their MACs are checked where they can be)."""
+        self.sock.settimeout(timeout)
+        try:
+            while self.recv_raw() is not None:
+                pass
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self):
+        self.sock.close()
 
 
 def free_port():
@@ -303,6 +432,17 @@ class Client:
     def session(self):
         self.send("session")
         return int(self.reply()[2][0])
+
+    def stats(self):
+        """wslock_conn_stats(): a dict, the last error's text included."""
+        self.send("stats")
+        t, kind, rest = self.reply()
+        assert kind == "stats", (kind, rest)
+        names = ("state", "connects", "attempts", "attempts_down",
+                 "state_ms", "last_err")
+        d = {n: int(v) for n, v in zip(names, rest)}
+        d["last_error"] = " ".join(rest[6:])
+        return d
 
     def pid(self):
         return self.proc.pid

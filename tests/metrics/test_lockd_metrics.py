@@ -402,10 +402,10 @@ def test_bad_frames(env, kind):
         s.sendall(b"\xde\xad\xbe\xef" * 64)
     elif kind == "before-hello":
         # A LOCK frame (type 0x0201) where only HELLO may come.
-        s.sendall(bytes.fromhex("0000002d000102010000000000000000") +
+        s.sendall(bytes.fromhex("0000002d000202010000000000000000") +
                   b"\0" * 28 + b"k")
     else:
-        s.sendall(bytes.fromhex("0000004000010101"))	# half a header
+        s.sendall(bytes.fromhex("0000004000020101"))	# half a header
         s.shutdown(socket.SHUT_WR)
     wait_closed(s)
     s1 = poll_until(lambda: (lambda x: x if moved(s0, x) else None)(

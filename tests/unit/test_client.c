@@ -34,6 +34,7 @@ enum fake_mode {
 	FAKE_ANSWER,	/* speak the protocol */
 	FAKE_SILENT,	/* accept, read, never answer */
 	FAKE_CROSS,	/* a CANCEL crosses the GRANT, then the link drops */
+	FAKE_SECRET,	/* refuse the first HELLO's client id (SECRET) */
 };
 
 #define FAKE_MAXCONN	16
@@ -50,6 +51,7 @@ struct fake {
 	int		 accepted;	/* guarded by mu */
 	int		 hellos;	/* guarded by mu */
 	int		 closed;	/* guarded by mu: connections ended */
+	uint64_t	 ids[4];	/* guarded by mu: HELLOs' client ids */
 };
 
 static uint64_t
@@ -81,6 +83,7 @@ fake_frame(struct fake *fk, int fd, const struct wsl_frame *f)
 {
 	struct wsl_buf		 out = { 0 };
 	struct wsl_welcome	 w;
+	struct wsl_hello	 h;
 	struct wsl_lockreq	 q;
 	struct wsl_conflict	 c;
 	uint64_t		 target;
@@ -89,9 +92,19 @@ fake_frame(struct fake *fk, int fd, const struct wsl_frame *f)
 
 	switch (f->type) {
 	case WSL_HELLO:
+		if (wsl_dec_hello(f, &h) < 0)
+			return -1;
 		pthread_mutex_lock(&fk->mu);
+		if (fk->hellos < 4)
+			fk->ids[fk->hellos] = h.client_id;
 		fk->hellos++;
 		pthread_mutex_unlock(&fk->mu);
+		if (fk->mode == FAKE_SECRET) {
+			fk->mode = FAKE_ANSWER;
+			wsl_enc_error(&out, f->id, WSL_E_SECRET, "not proven");
+			r = -1;
+			break;
+		}
 		memset(&w, 0, sizeof w);
 		w.flags = WSL_WELCOME_NEW;
 		w.session = 7;
@@ -655,6 +668,27 @@ t_conn_stats(void **state)
 	fake_free(fk);
 }
 
+/*
+ * Refused with SECRET (our client id names a session we cannot prove),
+ * the library starts afresh under another client id and gets in.
+ */
+static void
+t_secret_refused_new_id(void **state)
+{
+	struct fake	*fk = fake_new(FAKE_SECRET, 1);
+	struct wslock	*wl;
+
+	memset(&seen, 0, sizeof seen);
+	wl = open_handle(fk);
+	assert_int_equal(wslock_connect_wait(wl, 5000), 0);
+	assert_int_equal(fake_count(fk, &fk->hellos), 2);
+	pthread_mutex_lock(&fk->mu);
+	assert_true(fk->ids[0] != fk->ids[1]);
+	pthread_mutex_unlock(&fk->mu);
+	wslock_close(wl);
+	fake_free(fk);
+}
+
 int
 main(void)
 {
@@ -665,6 +699,7 @@ main(void)
 		cmocka_unit_test(t_conn_stats),
 		cmocka_unit_test(t_async_test),
 		cmocka_unit_test(t_grant_crossing_cancel_then_eof),
+		cmocka_unit_test(t_secret_refused_new_id),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

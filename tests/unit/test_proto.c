@@ -109,7 +109,10 @@ t_header_errors(void **state)
 	assert_int_equal(wsl_frame_decode(h, 4, WSL_MAX_FRAME, &f), -EMSGSIZE);
 	memset(h, 0, sizeof h);
 	h[3] = 16;
-	h[5] = 2;	/* version 2 */
+	h[5] = WSL_PROTO_VERSION + 1;
+	assert_int_equal(wsl_frame_decode(h, 16, WSL_MAX_FRAME, &f),
+	    -EPROTONOSUPPORT);
+	h[5] = 1;	/* version 1 had no MACs: refused */
 	assert_int_equal(wsl_frame_decode(h, 16, WSL_MAX_FRAME, &f),
 	    -EPROTONOSUPPORT);
 	h[5] = 0;
@@ -141,10 +144,11 @@ t_hello(void **state)
 {
 	struct wsl_buf		b = { 0 };
 	struct wsl_hello	h = { WSL_HELLO_RESUME, 0xabcdefULL, 5000,
-				    { 0 }, "node-1", 6 }, d;
+				    { 0 }, { 0 }, "node-1", 6 }, d;
 	struct wsl_frame	f;
 
 	memset(h.nonce, 0x5a, sizeof h.nonce);
+	memset(h.resume, 0xa5, sizeof h.resume);
 	assert_int_equal(wsl_enc_hello(&b, 0, &h), 0);
 	f = one_frame(&b);
 	assert_int_equal(wsl_dec_hello(&f, &d), 0);
@@ -152,6 +156,7 @@ t_hello(void **state)
 	assert_true(d.client_id == 0xabcdefULL);
 	assert_int_equal(d.lease_ms, 5000);
 	assert_memory_equal(d.nonce, h.nonce, WSL_NONCE_LEN);
+	assert_memory_equal(d.resume, h.resume, WSL_MAC_LEN);
 	assert_int_equal(d.namelen, 6);
 	assert_memory_equal(d.name, "node-1", 6);
 	check_body_strict(&f, (dec_fn)wsl_dec_hello);
@@ -190,7 +195,7 @@ t_welcome(void **state)
 				    65536, 100, 10, { 0 } }, d;
 	struct wsl_frame	f;
 
-	memset(w.mac, 3, sizeof w.mac);
+	memset(w.secret, 3, sizeof w.secret);
 	assert_int_equal(wsl_enc_welcome(&b, 0, &w), 0);
 	f = one_frame(&b);
 	assert_int_equal(wsl_dec_welcome(&f, &d), 0);
@@ -199,7 +204,7 @@ t_welcome(void **state)
 	    d.lease_ms == w.lease_ms && d.grace_ms == w.grace_ms &&
 	    d.epoch == w.epoch && d.max_frame == w.max_frame &&
 	    d.max_locks == w.max_locks && d.max_waiters == w.max_waiters);
-	assert_memory_equal(d.mac, w.mac, sizeof w.mac);
+	assert_memory_equal(d.secret, w.secret, sizeof w.secret);
 	check_body_strict(&f, (dec_fn)wsl_dec_welcome);
 	wsl_buf_free(&b);
 	/* A zero lease makes no sense. */
