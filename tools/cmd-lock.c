@@ -88,7 +88,8 @@ wsctl_lockd_open(const char *cmd, const char *addr, const char *keyfile,
 static int
 supervise(struct wslock *wl, pid_t pid)
 {
-	struct pollfd			 pfd[3];
+	struct pollfd			 pfd[3] = { { .fd = -1 }, { .fd = -1 },
+					    { .fd = -1 } };
 	struct signalfd_siginfo		 si;
 	sigset_t			 mask;
 	int				 pidfd, sfd, status, told = 0;
