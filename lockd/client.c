@@ -992,6 +992,7 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 	struct table_req	 q;
 	struct cev		*ev;
 	uint8_t			 mac[WSL_MAC_LEN];
+	uint8_t			 c2s[WSL_MAC_LEN], s2c[WSL_MAC_LEN];
 
 	switch (wl->cs) {
 	case CS_HELLO:
@@ -1015,9 +1016,11 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 			 * server that knows the key can make WELCOME's.
 			 */
 			wsl_session_keys(wl->key, wl->keylen, wl->cnonce,
-			    wl->snonce, wl->client_id, wl->tx.key, wl->rx.key,
-			    wl->pad);
-			wl->rx.seq = wl->tx.seq = 0;
+			    wl->snonce, wl->client_id, c2s, s2c, wl->pad);
+			wsl_seal_init(&wl->tx, c2s);
+			wsl_seal_init(&wl->rx, s2c);
+			sodium_memzero(c2s, sizeof c2s);
+			sodium_memzero(s2c, sizeof s2c);
 			wl->mac_in = 1;
 			wl->cs = CS_AUTH;
 			return 0;

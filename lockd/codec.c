@@ -176,16 +176,23 @@ wr_bytes(struct wr *w, const void *d, size_t n)
 	w->p += n;
 }
 
+/* A seal for the frames of one direction, from its 32-byte key. */
+void
+wsl_seal_init(struct wsl_seal *s, const uint8_t *key)
+{
+	crypto_auth_hmacsha256_init(&s->base, key, WSL_MAC_LEN);
+	s->seq = 0;
+}
+
 /* HMAC-SHA256(key, u64 seq || frame): the MAC of one frame. */
 static void
 frame_mac(const struct wsl_seal *s, const uint8_t *frame, size_t len,
     uint8_t *out)
 {
-	crypto_auth_hmacsha256_state	st;
+	crypto_auth_hmacsha256_state	st = s->base;
 	uint8_t				seq[8];
 
 	put_be(seq, s->seq, 8);
-	crypto_auth_hmacsha256_init(&st, s->key, sizeof s->key);
 	crypto_auth_hmacsha256_update(&st, seq, sizeof seq);
 	crypto_auth_hmacsha256_update(&st, frame, len);
 	crypto_auth_hmacsha256_final(&st, out);

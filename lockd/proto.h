@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sodium.h>
+
 #define WSL_PROTO_VERSION	2	/* 1: no MAC after the handshake */
 #define WSL_DEFAULT_PORT	7420
 
@@ -193,11 +195,12 @@ struct wsl_item {
 /*
  * One direction of an authenticated connection: every frame carries
  * HMAC-SHA256(key, u64 seq || frame), seq counting that direction's
- * frames from 0.
+ * frames from 0. The key is kept as an HMAC state already past the key
+ * (wsl_seal_init), which halves the hashing per frame.
  */
 struct wsl_seal {
-	uint8_t		 key[WSL_MAC_LEN];
-	uint64_t	 seq;		/* of the next frame */
+	crypto_auth_hmacsha256_state	 base;
+	uint64_t			 seq;	/* of the next frame */
 };
 
 /*
@@ -219,6 +222,7 @@ int	 wsl_buf_reserve(struct wsl_buf *, size_t);
 void	 wsl_buf_consume(struct wsl_buf *, size_t);
 size_t	 wsl_buf_pending(const struct wsl_buf *);
 int	 wsl_frame_decode(const uint8_t *, size_t, size_t, struct wsl_frame *);
+void	 wsl_seal_init(struct wsl_seal *, const uint8_t *);
 int	 wsl_frame_open(struct wsl_seal *, const uint8_t *, struct wsl_frame *);
 const char *wsl_type_name(uint16_t);
 const char *wsl_err_name(uint32_t);

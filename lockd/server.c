@@ -640,9 +640,8 @@ conn_welcome(struct server *srv, struct conn *c, uint64_t id)
 		    c->client_id, c2s, s2c, pad);
 		for (i = 0; i < sizeof w.secret; i++)
 			w.secret[i] ^= pad[i];
-		memcpy(c->rx.key, c2s, sizeof c->rx.key);
-		memcpy(c->tx.key, s2c, sizeof c->tx.key);
-		c->rx.seq = c->tx.seq = 0;
+		wsl_seal_init(&c->rx, c2s);
+		wsl_seal_init(&c->tx, s2c);
 		c->mac = 1;
 		c->out.seal = &c->tx;
 		sodium_memzero(c2s, sizeof c2s);

@@ -26,8 +26,7 @@ static const uint8_t	fuzz_key[WSL_MAC_LEN] = { 0x5e, 0xa1 };
 static void
 seal_init(struct wsl_seal *s, uint64_t seq)
 {
-	memset(s, 0, sizeof *s);
-	memcpy(s->key, fuzz_key, sizeof s->key);
+	wsl_seal_init(s, fuzz_key);
 	s->seq = seq;
 }
 

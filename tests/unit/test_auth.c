@@ -28,8 +28,10 @@
 static void
 seal_init(struct wsl_seal *s, uint8_t fill)
 {
-	memset(s, 0, sizeof *s);
-	memset(s->key, fill, sizeof s->key);
+	uint8_t	key[WSL_MAC_LEN];
+
+	memset(key, fill, sizeof key);
+	wsl_seal_init(s, key);
 }
 
 /* A sealed buffer appends a MAC that only the matching seal accepts. */
