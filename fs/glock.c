@@ -91,6 +91,7 @@ struct glock {
 	int			 revoke;	/* another node waits for it */
 	int			 dirty;		/* written since acquired */
 	int			 names;		/* names cached under this hold */
+	int			 lost;		/* lost while being given back */
 	unsigned int		 users;		/* operations holding it */
 	unsigned int		 waiters;	/* sets parked on it */
 	uint64_t		 acquired_ms;
@@ -445,7 +446,9 @@ glock_do_release(void *arg)
 	if (reg && nodeid != 0 && gl.nreleased < GLOCK_RELEASED_MAX)
 		gl.released[gl.nreleased++] = nodeid;
 	glock_range(g, &r);
-	glock_history("release", g, g->held, 0);
+	if (!g->lost)
+		glock_history("release", g, g->held, 0);
+	g->lost = 0;
 	(void)wslock_unlock(cluster_handle(), &r);
 	stats_count(SC_RELEASES, 1);
 	g->held = 0;
@@ -540,7 +543,15 @@ glock_lost(const void *key, size_t keylen)
 
 	pthread_mutex_lock(&gl.lock);
 	if ((g = glock_by_key_locked(key, keylen)) != NULL && g->held &&
-	    !g->releasing) {
+	    g->releasing && !g->lost) {
+		/*
+		 * Lost while its release waits (an fsync on storage that
+		 * went away): the lease ended now, not when the release is
+		 * done; the release then logs nothing more.
+		 */
+		glock_history("lost", g, g->held, 0);
+		g->lost = 1;
+	} else if (g != NULL && g->held && !g->releasing) {
 		glock_history("lost", g, g->held, 0);
 		had = 1;
 		nodeid = g->nodeid;
