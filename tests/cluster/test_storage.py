@@ -377,21 +377,23 @@ def test_node_cut_from_storage(cluster_factory, lock_log, lock_link,
           f"{len(bad)} conflicts in the lock history")
     if bad and lock_link == "cut" and all(
             release_outlived_lease(c, lock_log, b) for b in bad):
-        # Known in wsfs (fs/glock.c): a lock whose release was under way
-        # when the lease went (its fsync stuck in the cut-off storage) is
-        # not logged lost; its release is logged when the fsync returns,
-        # after the others have held the lock. Everything above held.
-        pytest.xfail("wsfs kept relying on a lock past its lease while "
-                     "its release's fsync was stuck in the storage:\n" +
+        # Known in wsfs, not fixed yet: wslockd expired node1's lease,
+        # but node1's history shows it holding the lock on to the end of
+        # a release stuck in the cut-off storage (fs/glock.c: glock_lost
+        # ignores a lock being released, whose fsync may hang there).
+        # Everything checked above held.
+        pytest.xfail("wsfs did not give up a lock when its lease expired "
+                     "(release stuck in the storage):\n" +
                      "\n".join(bad[:5]))
     assert not bad, "\n".join(bad[:20])
 
 
 def release_outlived_lease(c, log, conflict):
-    """Is this conflict of the history the known one: the earlier holder
-    was told by its library that it lost the lock (its wsfs log says so),
-    yet its history has no 'lost' for that key, only the release that
-    came when its release's fsync returned?"""
+    """Is this conflict of the history the known one: wslockd expired the
+    earlier holder's lease, yet that node's history has no 'lost' for the
+    key during the hold, only the release that came when its release's
+    fsync returned? (wsfs's own "lost lock" message is rate-limited, so
+    the lock server's log is the witness.)"""
     import re
     from test_history import parse_log
     m = re.match(r"overlap on (\S+): (node\d+) \w+ (\d+)\.\.(\d+) ",
@@ -400,9 +402,9 @@ def release_outlived_lease(c, log, conflict):
         return False
     key, node, t0, t1 = m.group(1), m.group(2), int(m.group(3)), \
         int(m.group(4))
-    with open(os.path.join(c.dir, "logs", f"{node}.log"),
+    with open(os.path.join(c.dir, "logs", "lockd.log"),
               errors="replace") as f:
-        told = f"node {node} lost lock {key} " in f.read()
+        told = f"({node}): lease expired" in f.read()
     with open(log) as f:
         logged = any(e[1] == node and e[2] == "lost" and e[3] == key and
                      t0 <= e[0] <= t1 for e in parse_log(f.read()))
