@@ -7,6 +7,14 @@ check-local: $(UNIT_TESTS)
 	/usr/bin/python3 $(srcdir)/tests/run --srcdir=$(abs_srcdir) \
 	    --builddir=$(abs_builddir) $(UNIT_TESTS)
 
+# The storage tier: the cluster suite with every node on its own
+# GlusterFS client of one replica-3 volume (README, "Storage under a
+# shared mount"). Needs glusterfs-server and glusterfs-client.
+check-gluster: all
+	WSFS_STORAGE=gluster /usr/bin/python3 $(srcdir)/tests/run \
+	    --srcdir=$(abs_srcdir) --builddir=$(abs_builddir) --only cluster
+.PHONY: check-gluster
+
 if ENABLE_FUZZING
 noinst_PROGRAMS += $(FUZZ_TARGETS)
 endif

@@ -27,6 +27,13 @@ PYTHON = wsfstest.PYTHON
 
 LONG = os.environ.get("WSFS_LONG") == "1"
 
+# What SOURCE is: "local" (one directory) or "gluster" (a replica-3
+# GlusterFS volume, each node with its own client); WSFS_STORAGE chooses
+# it for the whole suite, a test may ask for one.
+STORAGE = os.environ.get("WSFS_STORAGE", "local")
+STORAGES = ("local", "gluster")
+BRICKS = 3
+
 # The binaries the clusters run: copies taken once per session, so that a
 # rebuild in the tree during a run cannot swap a program under a test.
 BUILDDIR = wsfstest.BUILDDIR
@@ -71,34 +78,56 @@ def environment_problem():
     return None
 
 
+def gluster_problem():
+    """Why a cluster on GlusterFS cannot run here, or None."""
+    for tool in ("glusterd", "glusterfs", "gluster"):
+        if shutil.which(tool) is None:
+            return (f"{tool} not installed (Debian: glusterfs-server, "
+                    f"glusterfs-client; scripts/deps installs them)")
+    for d in ("/var/lib/glusterd", "/var/log/glusterfs"):
+        if not os.path.isdir(d):
+            return f"{d} missing: glusterfs-server not installed right"
+    return None
+
+
 class ClusterError(Exception):
     pass
 
 
 class Cluster:
     """One cluster: nodes 1..nodes, wsfs mounts at mnt(n), all over SOURCE
-    src(). Options become the environment of scripts/cluster."""
+    src(). Options become the environment of scripts/cluster. On gluster
+    storage src() is the admin's GlusterFS mount, and the workspaces are
+    made there once the volume is up."""
 
     def __init__(self, nodes=3, lock_timeout=10, lease_ms=4000,
-                 grace_ms=None, workspaces=("ws",), wsfs_opts=None):
+                 grace_ms=None, workspaces=("ws",), wsfs_opts=None,
+                 storage=None):
         global _serial
         _serial += 1
         self.nodes = nodes
         self.lease = lease_ms / 1000.0
         self.lock_timeout = lock_timeout
+        self.storage = storage or STORAGE
+        if self.storage not in STORAGES:
+            raise ClusterError(f"storage {self.storage!r}: want one of "
+                               f"{STORAGES}")
+        self.workspaces = workspaces
         self.base = wsfstest.make_base("wsfs-cluster-")
         self.dir = os.path.join(self.base, "c")
-        self.source = os.path.join(self.base, "src")
-        os.makedirs(self.source)
-        for w in workspaces:
-            os.mkdir(os.path.join(self.source, w))
-            os.chmod(os.path.join(self.source, w), 0o777)
+        if self.storage == "gluster":
+            self.source = os.path.join(self.dir, "storage", "mnt", "admin")
+        else:
+            self.source = os.path.join(self.base, "src")
+            os.makedirs(self.source)
+            self._make_workspaces()
         self.name = f"wsct{os.getpid()}-{_serial}"
         self.env = dict(os.environ, CLUSTER_DIR=self.dir,
                         CLUSTER_NAME=self.name, CLUSTER_NODES=str(nodes),
                         SOURCE=self.source, BUILDDIR=BUILDDIR,
                         LOCK_TIMEOUT=str(lock_timeout),
-                        LEASE_MS=str(lease_ms))
+                        LEASE_MS=str(lease_ms),
+                        CLUSTER_STORAGE=self.storage)
         if grace_ms is not None:
             self.env["GRACE_MS"] = str(grace_ms)
         if wsfs_opts:
@@ -134,9 +163,18 @@ class Cluster:
                 f"{p.stdout}{p.stderr}\n{self.logs()}")
         return p
 
+    def _make_workspaces(self):
+        for w in self.workspaces:
+            p = os.path.join(self.source, w)
+            if not os.path.isdir(p):
+                os.mkdir(p)
+            os.chmod(p, 0o777)
+
     def up(self):
         self.is_up = True     # 'down' is due from here on, even if up fails
         self.script("up")
+        if self.storage == "gluster":
+            self._make_workspaces()
 
     def down(self):
         """Stop the workers, then the cluster. Returns an error text or
@@ -175,6 +213,46 @@ class Cluster:
 
     def restart_lockd(self):
         self.script("restart-lockd")
+
+    # the storage (gluster only)
+    def brick(self, b, *parts):
+        """A path in brick b, on the brick's own directory."""
+        return os.path.join(self.dir, "storage", "bricks", f"b{b}", *parts)
+
+    def cut_storage(self, n):
+        self.script("cut-storage", f"node{n}")
+
+    def heal_storage(self, n):
+        self.script("heal-storage", f"node{n}")
+
+    def kill_brick(self, b):
+        self.script("kill-brick", str(b))
+
+    def start_brick(self, b):
+        self.script("start-brick", str(b))
+
+    def heal_info(self):
+        """(healed, text): healed when every brick is connected and
+        nothing is left to heal."""
+        p = self.script("heal-info", check=False)
+        if p.returncode not in (0, 1):
+            raise ClusterError(f"heal-info: exit {p.returncode}\n"
+                               f"{p.stdout}{p.stderr}")
+        return p.returncode == 0, p.stdout + p.stderr
+
+    def wait_healed(self, timeout=120.0):
+        """Wait until the volume has healed; returns the seconds it
+        took."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            ok, text = self.heal_info()
+            if ok:
+                return time.monotonic() - t0
+            time.sleep(0.5)
+        raise ClusterError(f"volume not healed after {timeout}s:\n{text}\n"
+                           f"{self.logs()}")
 
     # running things on a node
     def argv(self, n, argv):
@@ -240,6 +318,16 @@ class Cluster:
         for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
             text = wsfstest.read_log(os.path.join(d, name), 6000)
             out.append(f"--- {name}\n{text}")
+        # The bricks and the self-heal daemon log into the storage dir.
+        d = os.path.join(self.dir, "storage", "log")
+        names = ["glustershd.log"]
+        if os.path.isdir(os.path.join(d, "bricks")):
+            names += [os.path.join("bricks", b) for b in
+                      sorted(os.listdir(os.path.join(d, "bricks")))]
+        for name in names:
+            if os.path.exists(os.path.join(d, name)):
+                text = wsfstest.read_log(os.path.join(d, name), 3000)
+                out.append(f"--- storage/{name}\n{text}")
         return "\n".join(out)
 
     def sanitizer_reports(self):

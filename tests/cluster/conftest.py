@@ -9,6 +9,12 @@ import pytest
 import clusterlib
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "storage(kind): this test's clusters run on that "
+        "storage (local or gluster) whatever WSFS_STORAGE says")
+
+
 @pytest.fixture(scope="session")
 def cluster_env():
     """Skip, with the reason, where a cluster cannot run; run the session
@@ -27,13 +33,22 @@ def cluster_env():
 
 
 @pytest.fixture
-def cluster_factory(cluster_env):
+def cluster_factory(cluster_env, request):
     """c = cluster_factory(nodes=3, lock_timeout=10, lease_ms=4000): a
     cluster that is up. All are taken down after the test; the test fails
-    if one cannot be taken down or a daemon logged a sanitizer report."""
+    if one cannot be taken down or a daemon logged a sanitizer report.
+    SOURCE is the storage=... asked for, else the test's storage marker,
+    else WSFS_STORAGE (local by default)."""
     made = []
+    mark = request.node.get_closest_marker("storage")
 
     def make(locking=True, **kw):
+        if mark and not kw.get("storage"):
+            kw["storage"] = mark.args[0]
+        if (kw.get("storage") or clusterlib.STORAGE) == "gluster":
+            reason = clusterlib.gluster_problem()
+            if reason:
+                pytest.skip(reason)
         c = clusterlib.Cluster(**kw)
         made.append(c)
         c.up()

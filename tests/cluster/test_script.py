@@ -59,6 +59,7 @@ def connects(c, n, host):
     return p.returncode == 0
 
 
+@pytest.mark.storage("local")    # gluster's: test_storage.py
 def test_up_status_down(cluster_factory):
     c = cluster_factory(locking=False)
     assert namespaces(c) == sorted([f"{c.name}-lockd", f"{c.name}-node1",
