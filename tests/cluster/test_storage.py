@@ -377,3 +377,8 @@ def test_node_cut_from_storage(cluster_factory, lock_log, lock_link,
           f"{len(bad)} conflicts in the lock history")
     assert not bad, "\n".join(bad[:20])
 
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[1] != "append":
+        sys.exit("usage: test_storage.py append PATH NODE")
+    sys.exit(append(sys.argv[2], sys.argv[3]))
