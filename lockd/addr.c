@@ -132,6 +132,18 @@ out:
 	return r;
 }
 
+/* A client id as it goes into a MAC: 8 bytes, big-endian. */
+static void
+wsl_be64(uint8_t *out, uint64_t v)
+{
+	int	i;
+
+	for (i = 7; i >= 0; i--) {
+		out[i] = v & 0xff;
+		v >>= 8;
+	}
+}
+
 /*
  * HMAC-SHA256 over label (with its NUL), two nonces and the client id.
  * Distinct labels keep a proof or key made for one purpose from ever
@@ -143,12 +155,8 @@ wsl_mac(const uint8_t *key, size_t keylen, const char *label,
 {
 	crypto_auth_hmacsha256_state	st;
 	uint8_t				id[8];
-	int				i;
 
-	for (i = 7; i >= 0; i--) {
-		id[i] = client_id & 0xff;
-		client_id >>= 8;
-	}
+	wsl_be64(id, client_id);
 	crypto_auth_hmacsha256_init(&st, key, keylen);
 	crypto_auth_hmacsha256_update(&st, (const uint8_t *)label,
 	    strlen(label) + 1);
@@ -186,12 +194,8 @@ wsl_resume_proof(const uint8_t *secret, const uint8_t *nc, uint64_t client_id,
 {
 	crypto_auth_hmacsha256_state	st;
 	uint8_t				id[8];
-	int				i;
 
-	for (i = 7; i >= 0; i--) {
-		id[i] = client_id & 0xff;
-		client_id >>= 8;
-	}
+	wsl_be64(id, client_id);
 	crypto_auth_hmacsha256_init(&st, secret, WSL_SECRET_LEN);
 	crypto_auth_hmacsha256_update(&st, (const uint8_t *)WSL_LABEL_RESUME,
 	    sizeof WSL_LABEL_RESUME);
