@@ -74,6 +74,30 @@ has_prefix(const char *const *list, const char *s)
 }
 
 /*
+ * lockd=A,B,C names the replicas of the lock service, and -o splits at
+ * the same commas: the items after lockd= that are addresses (they have
+ * a ':' and no '=', which no other option has) are joined back to it.
+ * rest is strtok_r's position just after the lockd= item; returns the
+ * position after the last item joined.
+ */
+static char *
+lockd_list(char *rest)
+{
+	size_t	n;
+
+	while (rest != NULL && *rest != '\0') {
+		n = strcspn(rest, ",");
+		if (memchr(rest, ':', n) == NULL || memchr(rest, '=', n) != NULL)
+			break;
+		rest[-1] = ',';
+		rest += n;
+		if (*rest == ',')
+			*rest++ = '\0';
+	}
+	return rest;
+}
+
+/*
  * Apply one -o string. Pass 0 picks out config=FILE only; pass 1 applies
  * everything else on top of the loaded file.
  */
@@ -88,6 +112,8 @@ apply_opts(const char *optstr, int pass, char **config, char *kopts,
 		fatal("strdup");
 	for (o = strtok_r(opts, ",", &save); o != NULL;
 	    o = strtok_r(NULL, ",", &save)) {
+		if (strncmp(o, "lockd=", 6) == 0)
+			save = lockd_list(save);
 		if ((val = strchr(o, '=')) != NULL)
 			*val++ = '\0';
 		if (strcmp(o, "config") == 0) {

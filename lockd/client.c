@@ -50,6 +50,8 @@
  * accepts and never answers, must not stall the reconnect for good.
  */
 #define HANDSHAKE_MS	3000
+/* Servers one handle may be given (lockd=A,B,C: replicas of one service). */
+#define MAX_SERVERS	16
 
 /* Request flags and modes go on the wire as they are. */
 _Static_assert(WSLOCK_WAIT == WSL_LOCK_WAIT &&
@@ -124,7 +126,13 @@ struct wslock {
 	int			 woken;		/* evfd written, not drained */
 	struct wslock_callbacks	 cb;
 	void			*arg;
-	struct wsl_addr		 addr;
+	struct wsl_addr		 addr;		/* addrs[cur], being used */
+	struct wsl_addr		 addrs[MAX_SERVERS];
+	char			 addr_text[MAX_SERVERS][WSLOCK_ADDR_TEXT];
+	size_t			 naddrs;
+	size_t			 cur;
+	size_t			 round;		/* failed in a row, this cycle */
+	int			 hint;		/* 1 + index a standby named */
 	char			 name[WSL_MAX_NAME + 1];
 	uint8_t			*key;
 	size_t			 keylen;
@@ -512,7 +520,8 @@ note_err(struct wslock *wl, int err, const char *what)
 	wl->stat_err = err;
 	snprintf(wl->stat_text, sizeof wl->stat_text, "%s: %s", what,
 	    err == -ETIMEDOUT && wl->cs != CS_READY ?
-	    "no answer in time" : strerror(-err));
+	    "no answer in time" : err == -EREMCHG ?
+	    "a standby, not the active replica" : strerror(-err));
 }
 
 /*
@@ -530,11 +539,64 @@ forget_session(struct wslock *wl)
 	randombytes_buf(&wl->client_id, sizeof wl->client_id);
 }
 
+/*
+ * Which server to try after a failure. A connection that was up is tried
+ * again at the same address first (a restart, a cut connection); a failed
+ * attempt moves on to the next replica at once, or to the one a standby
+ * named, and only a whole round of failures waits for the backoff. Returns
+ * 1 to try again now.
+ */
+static int
+next_server(struct wslock *wl, int was_ready)
+{
+	if (wl->naddrs < 2 || was_ready) {
+		wl->round = 0;
+		wl->hint = 0;
+		return 0;
+	}
+	if (wl->hint > 0) {
+		wl->cur = wl->hint - 1;
+		wl->hint = 0;
+	} else
+		wl->cur = (wl->cur + 1) % wl->naddrs;
+	if (++wl->round < wl->naddrs)
+		return 1;
+	wl->round = 0;
+	return 0;
+}
+
+/*
+ * A standby's refusal names the active replica ("not active; active is
+ * ADDR"). It comes before any key is agreed, so it is taken only as a
+ * hint, and only when it names one of our own servers: at worst a forger
+ * makes us try another replica of the list first.
+ */
+static void
+note_hint(struct wslock *wl, const struct wsl_error *e)
+{
+	static const char	 tag[] = "active is ";
+	const char		*p;
+	size_t			 i, n;
+
+	if ((p = memmem(e->text, e->textlen, tag, sizeof tag - 1)) == NULL)
+		return;
+	p += sizeof tag - 1;
+	n = e->textlen - (p - (const char *)e->text);
+	for (i = 0; i < wl->naddrs; i++)
+		if (i != wl->cur && strlen(wl->addr_text[i]) == n &&
+		    memcmp(wl->addr_text[i], p, n) == 0) {
+			wl->hint = i + 1;
+			return;
+		}
+}
+
 /* The connection is gone; keep the session for a resume if we can. */
 static void
 conn_lost(struct wslock *wl, int err)
 {
 	struct creq	*r, *next;
+
+	int		 was_ready = wl->cs == CS_READY;
 
 	if (err != 0)
 		note_err(wl, err, wl->cs == CS_READY ? "connection" :
@@ -560,9 +622,13 @@ conn_lost(struct wslock *wl, int err)
 	sodium_memzero(&wl->tx, sizeof wl->tx);
 	sodium_memzero(wl->pad, sizeof wl->pad);
 	wl->renew_out = 0;
-	wl->reconnect_at = now_ms() + wl->backoff;
-	wl->backoff = wl->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-	    wl->backoff * 2;
+	if (next_server(wl, was_ready))
+		wl->reconnect_at = now_ms();
+	else {
+		wl->reconnect_at = now_ms() + wl->backoff;
+		wl->backoff = wl->backoff * 2 > BACKOFF_MAX_MS ?
+		    BACKOFF_MAX_MS : wl->backoff * 2;
+	}
 	/*
 	 * Unanswered lock requests are sent again after the reconnect; the
 	 * rest (unlocks, renewals, reclaims) were about the old connection
@@ -591,6 +657,7 @@ conn_start(struct wslock *wl)
 	struct wsl_hello	 h;
 	int			 fd = -1, one = 1, r;
 
+	wl->addr = wl->addrs[wl->cur];
 	wl->cs = CS_CONNECTING;
 	wl->t_hello = now_ms();
 	wl->n_attempts++;
@@ -716,6 +783,7 @@ on_welcome(struct wslock *wl, const struct wsl_frame *f)
 	wl->jeopardy = 0;
 	wl->cs = CS_READY;
 	wl->backoff = BACKOFF_MIN_MS;
+	wl->round = 0;
 	wl->last_err = 0;
 	wl->n_connects++;
 	wl->t_updown = now_ms();
@@ -1002,6 +1070,8 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 				return -EPROTO;
 			if (e.code == WSL_E_SECRET)
 				forget_session(wl);
+			if (e.code == WSL_E_NOTACTIVE)
+				note_hint(wl, &e);
 			return wsl_err_to_errno(e.code);
 		}
 		if (f->type == WSL_CHALLENGE && wl->cs == CS_HELLO) {
@@ -1236,6 +1306,48 @@ wslock_fd(const struct wslock *wl)
 	return wl->epfd;
 }
 
+/*
+ * "A,B,C": the replicas of one lock service, tried in turn. Each is an
+ * address wsl_addr_parse() takes; empty items and more than MAX_SERVERS
+ * are errors.
+ */
+static int
+addr_list_parse(struct wslock *wl, const char *list)
+{
+	const char	*p = list, *comma;
+	size_t		 len;
+
+	for (;;) {
+		comma = strchr(p, ',');
+		len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		if (len == 0 || len >= WSLOCK_ADDR_TEXT ||
+		    wl->naddrs == MAX_SERVERS)
+			return -EINVAL;
+		memcpy(wl->addr_text[wl->naddrs], p, len);
+		wl->addr_text[wl->naddrs][len] = '\0';
+		if (wsl_addr_parse(wl->addr_text[wl->naddrs],
+		    &wl->addrs[wl->naddrs]) < 0)
+			return -EINVAL;
+		wl->naddrs++;
+		if (comma == NULL)
+			break;
+		p = comma + 1;
+	}
+	wl->addr = wl->addrs[0];
+	return 0;
+}
+
+static int
+needs_key(const struct wslock *wl)
+{
+	size_t	i;
+
+	for (i = 0; i < wl->naddrs; i++)
+		if (wl->addrs[i].family != AF_UNIX)
+			return 1;
+	return 0;
+}
+
 int
 wslock_open(const struct wslock_params *p, struct wslock **out)
 {
@@ -1258,9 +1370,9 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 	wl->reported = WSLOCK_DOWN;
 	wl->backoff = BACKOFF_MIN_MS;
 	wl->t_updown = now_ms();
-	if ((r = wsl_addr_parse(p->addr, &wl->addr)) < 0)
+	if ((r = addr_list_parse(wl, p->addr)) < 0)
 		goto fail;
-	if (wl->addr.family != AF_UNIX) {
+	if (needs_key(wl)) {
 		if (p->keyfile == NULL) {
 			r = -EINVAL;
 			goto fail;
@@ -1562,6 +1674,7 @@ wslock_conn_stats(struct wslock *wl, struct wslock_conn_stats *st)
 	st->state_ms = now_ms() - wl->t_updown;
 	st->last_err = wl->stat_err;
 	memcpy(st->last_error, wl->stat_text, sizeof st->last_error);
+	memcpy(st->server, wl->addr_text[wl->cur], sizeof st->server);
 	pthread_mutex_unlock(&wl->mu);
 	return 0;
 }

@@ -330,6 +330,7 @@ static const struct {
 	{ WSL_E_PERM, EACCES, "authentication failed" },
 	{ WSL_E_PROTO, EPROTO, "message not allowed now" },
 	{ WSL_E_SECRET, EKEYREJECTED, "session secret not proven" },
+	{ WSL_E_NOTACTIVE, EREMCHG, "not the active replica" },
 };
 
 const char *

@@ -102,6 +102,8 @@ enum wsl_err {
 	WSL_E_PERM		= 9,	/* authentication failed */
 	WSL_E_PROTO		= 10,	/* message not allowed now */
 	WSL_E_SECRET		= 11,	/* client id of a session not proven */
+	WSL_E_NOTACTIVE		= 12,	/* a standby replica; text names the
+					   active one ("active is ADDR") */
 };
 
 /* LIST_ITEM kinds. */

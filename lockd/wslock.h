@@ -194,7 +194,15 @@ struct wslock_callbacks {
 };
 
 struct wslock_params {
-	const char			*addr;	/* "unix:PATH", "HOST[:PORT]" */
+	/*
+	 * "unix:PATH" or "HOST[:PORT]", or a comma-separated list of them:
+	 * the replicas of one lock service (wslockd --etcd). The library
+	 * uses one at a time; a failed connect or handshake, or a standby's
+	 * "not active" refusal, moves it to the next (or to the active one
+	 * the standby named), and a failover then looks like a restart of
+	 * the server: the session is reclaimed in the grace period.
+	 */
+	const char			*addr;
 	const char			*keyfile; /* needed for TCP */
 	const char			*name;	/* shown by wsctl locks */
 	const struct wslock_callbacks	*cb;
@@ -281,6 +289,7 @@ int64_t	wslock_lease_left(struct wslock *);
 uint64_t wslock_session(struct wslock *);
 
 #define WSLOCK_ERR_TEXT		64
+#define WSLOCK_ADDR_TEXT	300
 
 /* The connection's history, for status displays (wsctl status). */
 struct wslock_conn_stats {
@@ -292,6 +301,8 @@ struct wslock_conn_stats {
 	int		last_err;	/* -errno of the last failure, 0: none */
 	char		last_error[WSLOCK_ERR_TEXT]; /* that failure in
 					   words, NUL-terminated; "" if none */
+	char		server[WSLOCK_ADDR_TEXT]; /* the address of the list
+					   in use (or tried) now */
 };
 
 /*

@@ -10,13 +10,13 @@
  *   held KEY OWNER START END s|x
  *   test KEY OWNER START END s|x          (blocking: wslock_test_wait)
  *   atest ID KEY OWNER START END s|x      (wslock_test, answer by callback)
- *   lease | session | stats | quit
+ *   lease | session | stats | server | quit
  *
  * Output: "T ready", "T done ID STATUS TOKEN", "T revoke KEY OWNER START
  * END TOKEN", "T lost KEY OWNER START END TOKEN REASON", "T state N",
  * "T unlocked", "T cancel ID RC", "T held 0|1 TOKEN", "T test RC ...",
  * "T tested ID STATUS [SESSION OWNER START END MODE]",
- * "T lease MS", "T session ID", "T stats STATE CONNECTS ATTEMPTS DOWN MS
+ * "T lease MS", "T session ID", "T server ADDR", "T stats STATE CONNECTS ATTEMPTS DOWN MS
  * ERR TEXT...". END "-" means the whole object.
  */
 #include "config.h"
@@ -181,6 +181,13 @@ command(struct wslock *wl, char *line)
 		out("lease %" PRId64, wslock_lease_left(wl));
 	} else if (strcmp(tok[0], "session") == 0) {
 		out("session %" PRIu64, wslock_session(wl));
+	} else if (strcmp(tok[0], "server") == 0) {
+		struct wslock_conn_stats	st;
+
+		if ((rc = wslock_conn_stats(wl, &st)) < 0)
+			out("server error %d", rc);
+		else
+			out("server %s", st.server);
 	} else if (strcmp(tok[0], "stats") == 0) {
 		struct wslock_conn_stats	st;
 
