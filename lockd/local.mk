@@ -49,9 +49,11 @@ endif
 
 sbin_PROGRAMS += lockd/wslockd
 lockd_wslockd_SOURCES = lockd/main.c lockd/server.c lockd/state.c \
-	$(LOCKD_COMMON)
-lockd_wslockd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
-lockd_wslockd_LDADD = lockd/libwsutil.a $(SODIUM_LIBS) -lpthread
+	lockd/etcd.c lockd/etcd.h lockd/etcdjson.c $(LOCKD_COMMON)
+lockd_wslockd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) $(CURL_CFLAGS) \
+	$(JANSSON_CFLAGS)
+lockd_wslockd_LDADD = lockd/libwsutil.a $(SODIUM_LIBS) $(CURL_LIBS) \
+	$(JANSSON_LIBS) -lpthread
 
 # The client library, linked by wsfs, wsctl and the test client.
 noinst_LIBRARIES += lockd/libwslock.a

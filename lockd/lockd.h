@@ -97,7 +97,15 @@ int		 table_walk(struct table *, struct table_sess *,
 
 /* state.c */
 struct state;
+/* Where replicas keep the state (etcd.c); each returns 0 or -errno. */
+struct state_store {
+	int		(*put_clients)(void *, const char *, size_t);
+	int		(*next_epoch)(void *, uint32_t *);
+	void		*arg;
+};
 int		 state_open(const char *, struct state **);
+int		 state_open_store(const struct state_store *, uint32_t, char *,
+		    struct state **);
 void		 state_close(struct state *);
 uint32_t	 state_epoch(const struct state *);
 int		 state_next_epoch(struct state *);
@@ -110,11 +118,13 @@ const uint64_t	*state_clients(const struct state *);
 int		 state_sync(struct state *);
 
 /* server.c */
+struct etcd_conf;
 struct server_conf {
 	const char	**listen;	/* NULL-terminated */
 	const char	 *keyfile;	/* NULL: unix sockets only */
 	const char	 *statedir;
 	const char	 *metrics;	/* NULL: no metrics endpoint */
+	const struct etcd_conf *etcd;	/* NULL: one server, statedir */
 	uint32_t	  lease_ms;
 	uint32_t	  grace_ms;
 	uint32_t	  max_frame;

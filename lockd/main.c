@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "defaults.h"
+#include "etcd.h"
 #include "lockd.h"
 #include "log.h"
 
@@ -30,6 +31,9 @@ static const char usage_text[] =
 "usage: wslockd [-f] [-v] [--listen ADDR]... [--key FILE] [--lease-ms N]\n"
 "               [--grace-ms N] [--state-dir DIR] [--max-locks N]\n"
 "               [--max-waiters N] [--max-conns N] [--metrics ADDR]\n"
+"               [--etcd URLS [--etcd-prefix P] [--etcd-ttl S]\n"
+"                [--advertise HOST:PORT] [--etcd-ca F --etcd-cert F\n"
+"                --etcd-key F]]\n"
 "\n"
 "  -f, --foreground   stay in the foreground and log to stderr\n"
 "  -v, --verbose      log debug messages\n"
@@ -44,6 +48,14 @@ static const char usage_text[] =
 "  --max-conns N      connections (default 16384)\n"
 "  --metrics ADDR     serve Prometheus metrics on HOST:PORT, :PORT or\n"
 "                     unix:PATH (default: none)\n"
+"  --etcd URLS        run as one of several replicas, the active one\n"
+"                     elected on etcd (http[s]://HOST:PORT,...); epoch\n"
+"                     and known clients live in etcd, not in --state-dir\n"
+"  --etcd-prefix P    etcd key prefix (default /wslockd/)\n"
+"  --etcd-ttl S       etcd lease of the active replica (default 3 s)\n"
+"  --advertise ADDR   this replica's HOST:PORT for clients (default: the\n"
+"                     first --listen HOST:PORT)\n"
+"  --etcd-ca FILE, --etcd-cert FILE, --etcd-key FILE   TLS to etcd\n"
 "  --help, --version\n";
 
 static int usage_error(const char *, ...)
@@ -98,6 +110,36 @@ metrics_addr_ok(const char *s)
 	    (bracket == NULL || colon > bracket);
 }
 
+/* --etcd URL,URL,...: each http:// or https:// and something after it. */
+static int
+etcd_urls_ok(const char *s)
+{
+	const char	*p = s, *comma;
+	size_t		 len, n;
+
+	for (;;) {
+		comma = strchr(p, ',');
+		len = comma ? (size_t)(comma - p) : strlen(p);
+		n = strncmp(p, "http://", 7) == 0 ? 7 :
+		    strncmp(p, "https://", 8) == 0 ? 8 : 0;
+		if (n == 0 || len <= n || len > 512)
+			return 0;
+		if (comma == NULL)
+			return 1;
+		p = comma + 1;
+	}
+}
+
+/* What clients can connect to: a host and a port, both spelled out. */
+static int
+advertise_ok(const char *s)
+{
+	struct wsl_addr	a;
+
+	return wsl_addr_parse(s, &a) == 0 && a.family != AF_UNIX &&
+	    a.host[0] != '\0' && metrics_addr_ok(s) && strlen(s) < 200;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -113,15 +155,24 @@ main(int argc, char **argv)
 		{ "max-waiters", required_argument, NULL, 'W' },
 		{ "max-conns", required_argument, NULL, 'C' },
 		{ "metrics", required_argument, NULL, 'm' },
+		{ "etcd", required_argument, NULL, 'E' },
+		{ "etcd-prefix", required_argument, NULL, 'P' },
+		{ "etcd-ttl", required_argument, NULL, 'T' },
+		{ "advertise", required_argument, NULL, 'A' },
+		{ "etcd-ca", required_argument, NULL, '1' },
+		{ "etcd-cert", required_argument, NULL, '2' },
+		{ "etcd-key", required_argument, NULL, '3' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct server_conf	 conf;
+	struct etcd_conf	 ec;
 	const char		*listen[MAX_LISTEN + 1];
 	size_t			 nlisten = 0, i;
 	int			 ch, foreground = 0, verbose = 0, grace_set = 0;
-	int			 tcp = 0;
+	int			 tcp = 0, state_set = 0;
+	const char		*etcd_only = NULL;
 
 	memset(&conf, 0, sizeof conf);
 	conf.statedir = DEFAULT_STATE;
@@ -130,6 +181,9 @@ main(int argc, char **argv)
 	conf.max_locks = 100000;
 	conf.max_waiters = 10000;
 	conf.max_conns = 16384;
+	memset(&ec, 0, sizeof ec);
+	ec.prefix = "/wslockd/";
+	ec.ttl_s = 3;
 	while ((ch = getopt_long(argc, argv, "fvh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'f':
@@ -160,6 +214,45 @@ main(int argc, char **argv)
 			break;
 		case 's':
 			conf.statedir = optarg;
+			state_set = 1;
+			break;
+		case 'E':
+			if (!etcd_urls_ok(optarg))
+				return usage_error("--etcd: '%s' is not a list "
+				    "of http:// or https:// URLs", optarg);
+			ec.endpoints = optarg;
+			break;
+		case 'P':
+			if (optarg[0] != '/' || strlen(optarg) > 400)
+				return usage_error("--etcd-prefix: '%s' must "
+				    "start with '/'", optarg);
+			ec.prefix = optarg;
+			etcd_only = "--etcd-prefix";
+			break;
+		case 'T':
+			if (parse_u32(optarg, 2, 600, &ec.ttl_s) < 0)
+				return usage_error("--etcd-ttl: '%s' is not "
+				    "2..600 seconds", optarg);
+			etcd_only = "--etcd-ttl";
+			break;
+		case 'A':
+			if (!advertise_ok(optarg))
+				return usage_error("--advertise: '%s' is not "
+				    "HOST:PORT", optarg);
+			ec.advertise = optarg;
+			etcd_only = "--advertise";
+			break;
+		case '1':
+			ec.ca = optarg;
+			etcd_only = "--etcd-ca";
+			break;
+		case '2':
+			ec.cert = optarg;
+			etcd_only = "--etcd-cert";
+			break;
+		case '3':
+			ec.key = optarg;
+			etcd_only = "--etcd-key";
 			break;
 		case 'M':
 			if (parse_u32(optarg, 1, 100000000, &conf.max_locks) < 0)
@@ -218,6 +311,30 @@ main(int argc, char **argv)
 	if (!grace_set)
 		conf.grace_ms = conf.lease_ms + conf.lease_ms / 2;
 	conf.listen = listen;
+	if (ec.endpoints == NULL && etcd_only != NULL)
+		return usage_error("%s needs --etcd", etcd_only);
+	if (ec.endpoints != NULL) {
+		if (state_set)
+			return usage_error("--state-dir is not used with --etcd "
+			    "(epoch and clients live in etcd)");
+		if ((ec.cert == NULL) != (ec.key == NULL))
+			return usage_error("--etcd-cert and --etcd-key go "
+			    "together");
+		/*
+		 * A successor's grace must outlast every client lease the
+		 * old active replica renewed (PROTOCOL.md, Replicas).
+		 */
+		if (conf.grace_ms < conf.lease_ms + conf.lease_ms / 10)
+			return usage_error("--grace-ms must be at least 1.1 "
+			    "times --lease-ms with --etcd");
+		for (i = 0; ec.advertise == NULL && i < nlisten; i++)
+			if (advertise_ok(listen[i]))
+				ec.advertise = listen[i];
+		if (ec.advertise == NULL)
+			return usage_error("--etcd needs --advertise HOST:PORT "
+			    "(no --listen HOST:PORT to take it from)");
+		conf.etcd = &ec;
+	}
 
 	log_open("wslockd", foreground ? LOG_TO_STDERR : LOG_TO_SYSLOG,
 	    verbose);

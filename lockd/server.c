@@ -47,6 +47,7 @@
 
 #include <sodium.h>
 
+#include "etcd.h"
 #include "lockd.h"
 #include "log.h"
 #include "metrics.h"
@@ -73,6 +74,7 @@ enum ev_kind {
 	EV_CONN,
 	EV_SIGNAL,
 	EV_TIMER,
+	EV_ETCD,
 };
 
 struct ev {
@@ -158,6 +160,12 @@ struct snapshot {
 	uint64_t		 waiters;
 	uint64_t		 epoch;
 	uint64_t		 grace;
+	uint64_t		 replicated;	/* --etcd */
+	uint64_t		 active;
+	uint64_t		 etcd_healthy;
+	uint64_t		 etcd_failures;
+	uint64_t		 terms;
+	uint64_t		 stepdowns;
 	struct server_stats	 stats;
 };
 
@@ -197,7 +205,21 @@ struct server {
 	uint8_t			*key;
 	size_t			 keylen;
 	struct table		*table;
-	struct state		*state;
+	struct state		*state;	/* NULL: a standby replica */
+
+	/*
+	 * Replicas (--etcd): the loop serves only while active, and only
+	 * until valid_until, which the election thread moves on with every
+	 * keepalive of the etcd lease.
+	 */
+	struct etcd		*etcd;
+	struct ev		 etcdev;
+	struct state_store	 store;
+	int			 active;
+	uint64_t		 term;
+	uint64_t		 valid_until;	/* ms, CLOCK_BOOTTIME */
+	uint64_t		 stepdowns;
+	struct etcd_view	 view;		/* the latest, clients aside */
 	uint32_t		 epoch;
 	uint32_t		 counter;
 	uint64_t		 last_token;
@@ -240,6 +262,10 @@ srv_token(void *arg)
 	int		 r;
 
 	if (srv->counter == UINT32_MAX) {
+		/*
+		 * A replica that cannot move the epoch in etcd has most
+		 * likely lost its term; either way it must not go on.
+		 */
 		if ((r = state_next_epoch(srv->state)) < 0)
 			fatalx("cannot persist a new epoch: %s", strerror(-r));
 		srv->epoch = state_epoch(srv->state);
@@ -311,6 +337,10 @@ timer_update(struct server *srv)
 	if ((c = TAILQ_FIRST(&srv->unauth)) != NULL &&
 	    (next == 0 || c->deadline < next))
 		next = c->deadline;
+	/* An idle replica too stops serving on time. */
+	if (srv->etcd != NULL && srv->active &&
+	    (next == 0 || srv->valid_until < next))
+		next = srv->valid_until;
 	memset(&its, 0, sizeof its);
 	if (next != 0) {
 		next = next > now ? next - now : 1;
@@ -417,7 +447,7 @@ conn_fail(struct server *srv, struct conn *c, uint64_t id, uint32_t code,
 {
 	if (code == WSL_E_PERM || code == WSL_E_SECRET)
 		srv->stats.auth_failures++;
-	else if (code != WSL_E_LIMIT)
+	else if (code != WSL_E_LIMIT && code != WSL_E_NOTACTIVE)
 		srv->stats.bad_frames++;
 	if (wsl_enc_error(&c->out, id, code, why) == 0)
 		conn_flush(srv, c);
@@ -669,6 +699,19 @@ h_hello(struct server *srv, struct conn *c, const struct wsl_frame *f)
 
 	if (wsl_dec_hello(f, &h) < 0)
 		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed HELLO");
+	if (!srv->active) {
+		char	why[300];
+
+		/* The client library tries the replica named here first. */
+		if (srv->view.leader[0] != '\0')
+			snprintf(why, sizeof why, "not active; active is %s",
+			    srv->view.leader);
+		else
+			snprintf(why, sizeof why, "not active; no active "
+			    "replica known");
+		log_debug("%s: %s", c->peer, why);
+		return conn_fail(srv, c, f->id, WSL_E_NOTACTIVE, why);
+	}
 	c->client_id = h.client_id;
 	c->hello_flags = h.flags;
 	memcpy(c->cnonce, h.nonce, WSL_NONCE_LEN);
@@ -1625,6 +1668,20 @@ metrics_close(struct server *srv)
 	pthread_cond_destroy(&m->cond);
 }
 
+static void	serve_begin(struct server *);
+
+static int
+store_put_clients(void *arg, const char *buf, size_t len)
+{
+	return etcd_put_clients(arg, buf, len);
+}
+
+static int
+store_next_epoch(void *arg, uint32_t *epoch)
+{
+	return etcd_next_epoch(arg, epoch);
+}
+
 static void
 server_init(struct server *srv, const struct server_conf *conf)
 {
@@ -1670,14 +1727,14 @@ server_init(struct server *srv, const struct server_conf *conf)
 			    r == -EINVAL ? "must be a file of 32 to 4096 bytes" :
 			    strerror(-r));
 	}
-	if ((r = state_open(conf->statedir, &srv->state)) < 0)
-		fatalx("state directory %s: %s", conf->statedir,
-		    strerror(-r));
-	if ((r = state_next_epoch(srv->state)) < 0)
-		fatalx("state directory %s: cannot persist the epoch: %s",
-		    conf->statedir, strerror(-r));
-	srv->epoch = state_epoch(srv->state);
-	srv->last_token = (uint64_t)srv->epoch << 32;
+	if (conf->etcd == NULL) {
+		if ((r = state_open(conf->statedir, &srv->state)) < 0)
+			fatalx("state directory %s: %s", conf->statedir,
+			    strerror(-r));
+		if ((r = state_next_epoch(srv->state)) < 0)
+			fatalx("state directory %s: cannot persist the epoch: "
+			    "%s", conf->statedir, strerror(-r));
+	}
 	if ((srv->rbuf = malloc(READ_CHUNK)) == NULL)
 		fatalx("out of memory");
 	if ((srv->table = table_new(&srv_table_ops, srv, conf->max_locks,
@@ -1713,8 +1770,40 @@ server_init(struct server *srv, const struct server_conf *conf)
 	if (conf->metrics != NULL)
 		metrics_open(srv, conf->metrics);
 	srv->started = now_ms();
+	if (conf->etcd != NULL) {
+		srv->store.put_clients = store_put_clients;
+		srv->store.next_epoch = store_next_epoch;
+		if ((r = etcd_start(conf->etcd, &srv->etcd)) < 0)
+			fatalx("etcd: %s", strerror(-r));
+		srv->store.arg = srv->etcd;
+		srv->etcdev.kind = EV_ETCD;
+		ev.events = EPOLLIN;
+		ev.data.ptr = &srv->etcdev;
+		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, etcd_fd(srv->etcd),
+		    &ev) < 0)
+			fatal("epoll_ctl");
+		log_info("replica on etcd %s (prefix %s, advertised as %s): "
+		    "standing by", conf->etcd->endpoints, conf->etcd->prefix,
+		    conf->etcd->advertise);
+		timer_update(srv);
+		return;
+	}
+	serve_begin(srv);
+}
 
-	/* Clients that had sessions before the restart may reclaim. */
+/*
+ * Start serving with the state just read (a start, or a replica's new
+ * term): clients that had sessions before may reclaim in a grace period.
+ */
+static void
+serve_begin(struct server *srv)
+{
+	const struct server_conf *conf = srv->conf;
+
+	srv->active = 1;
+	srv->epoch = state_epoch(srv->state);
+	srv->counter = 0;
+	srv->last_token = (uint64_t)srv->epoch << 32;
 	srv->npending = state_nclients(srv->state);
 	if (srv->npending > 0) {
 		if ((srv->pending = calloc(srv->npending,
@@ -1730,6 +1819,97 @@ server_init(struct server *srv, const struct server_conf *conf)
 	} else
 		log_info("epoch %u: no known clients, no grace period",
 		    srv->epoch);
+	timer_update(srv);
+}
+
+/*
+ * Stop serving: a replica whose etcd lease may have run out, or that
+ * cannot write its state, drops every connection and session unanswered
+ * and forgets its table; a successor reclaims from the clients. Nothing
+ * queued is sent: the output of the batch goes with the connections.
+ */
+static void
+step_down(struct server *srv, const char *why)
+{
+	struct conn	*c;
+	struct session	*s;
+
+	if (!srv->active)
+		return;
+	log_warn("stepping down as the active replica (term %" PRIu64
+	    ", epoch %u): %s", srv->term, srv->epoch, why);
+	srv->active = 0;
+	srv->stepdowns++;
+	while ((c = TAILQ_FIRST(&srv->conns)) != NULL)
+		conn_close(srv, c, NULL);
+	while ((s = TAILQ_FIRST(&srv->sessions)) != NULL) {
+		TAILQ_REMOVE(&srv->sessions, s, entry);
+		table_sess_free(srv->table, s->ts);
+		sodium_memzero(s->secret, sizeof s->secret);
+		free(s);
+	}
+	srv->nsessions = 0;
+	table_free(srv->table);
+	if ((srv->table = table_new(&srv_table_ops, srv, srv->conf->max_locks,
+	    srv->conf->max_waiters)) == NULL)
+		fatalx("out of memory");
+	state_close(srv->state);
+	srv->state = NULL;
+	free(srv->pending);
+	srv->pending = NULL;
+	srv->npending = 0;
+	srv->grace = 0;
+	srv->valid_until = 0;
+	etcd_resign(srv->etcd, srv->term);
+	timer_update(srv);
+}
+
+/* Is this replica still sure no successor can have been elected? */
+static int
+still_active(struct server *srv)
+{
+	if (srv->etcd == NULL)
+		return 1;
+	if (srv->active && now_ms() >= srv->valid_until)
+		step_down(srv, "etcd lease not renewed in time");
+	return srv->active;
+}
+
+/* The election thread has news: a term won or lost, a leader, health. */
+static void
+etcd_fire(struct server *srv)
+{
+	struct etcd_view	 v;
+	int			 r;
+
+	etcd_view(srv->etcd, &v);
+	srv->view = v;
+	srv->view.clients = NULL;
+	if (srv->active && (!v.active || v.term != srv->term))
+		step_down(srv, "the term ended");
+	else if (srv->active)
+		srv->valid_until = v.valid_until;
+	if (!srv->active && v.active && v.term != srv->term &&
+	    v.clients != NULL && now_ms() < v.valid_until) {
+		srv->term = v.term;
+		if ((r = state_open_store(&srv->store, v.epoch, v.clients,
+		    &srv->state)) < 0) {
+			log_err("etcd: known clients unreadable: %s",
+			    strerror(-r));
+			etcd_resign(srv->etcd, v.term);
+		} else {
+			log_info("active replica, term %" PRIu64, v.term);
+			srv->valid_until = v.valid_until;
+			serve_begin(srv);
+		}
+	} else if (!srv->active && v.active && v.term != srv->term) {
+		/* Won, but too late to serve it: let it go. */
+		srv->term = v.term;
+		etcd_resign(srv->etcd, v.term);
+	}
+	if (v.clients != NULL)
+		sodium_memzero(v.clients, strlen(v.clients));
+	free(v.clients);
 	timer_update(srv);
 }
 
@@ -1768,9 +1948,10 @@ server_shutdown(struct server *srv)
 		free(s);
 	}
 	table_free(srv->table);
-	if (state_sync(srv->state) < 0)
+	if (srv->state != NULL && state_sync(srv->state) < 0)
 		log_err("cannot write the state directory");
 	state_close(srv->state);
+	etcd_stop(srv->etcd);
 	sodium_free(srv->key);
 	free(srv->pending);
 	free(srv->rbuf);
@@ -1810,6 +1991,9 @@ server_run(const struct server_conf *conf)
 			case EV_TIMER:
 				timer_fire(&srv);
 				break;
+			case EV_ETCD:
+				etcd_fire(&srv);
+				break;
 			case EV_CONN:
 				c = (struct conn *)e;
 				if (c->dead)
@@ -1822,10 +2006,20 @@ server_run(const struct server_conf *conf)
 				break;
 			}
 		}
+		/*
+		 * A replica checks its term right before anything leaves,
+		 * so one that wakes up from a pause grants nothing.
+		 */
+		still_active(&srv);
 		/* Known clients reach the disk before any answer leaves. */
-		if ((r = state_sync(srv.state)) < 0)
-			log_limited(LOG_ERR, "state", "cannot write the state "
-			    "directory: %s", strerror(-r));
+		if (srv.state != NULL && (r = state_sync(srv.state)) < 0) {
+			if (srv.etcd != NULL)
+				step_down(&srv, "cannot write the known "
+				    "clients to etcd");
+			else
+				log_limited(LOG_ERR, "state", "cannot write "
+				    "the state directory: %s", strerror(-r));
+		}
 		while ((c = TAILQ_FIRST(&srv.flush)) != NULL) {
 			TAILQ_REMOVE(&srv.flush, c, dentry);
 			c->dirty = 0;

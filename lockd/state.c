@@ -26,6 +26,7 @@
 #include "lockd.h"
 
 struct state {
+	const struct state_store *store; /* NULL: the state directory */
 	int		 dirfd;
 	int		 dirty;		/* clients changed, not yet written */
 	uint32_t	 epoch;
@@ -120,7 +121,10 @@ state_save_clients(struct state *st)
 		len += 2 * WSL_SECRET_LEN;
 		buf[len++] = '\n';
 	}
-	r = state_write(st, "clients", buf, len);
+	if (st->store != NULL)
+		r = st->store->put_clients(st->store->arg, buf, len);
+	else
+		r = state_write(st, "clients", buf, len);
 	sodium_memzero(buf, st->nclients * CLIENT_LINE + 1);
 	free(buf);
 	return r;
@@ -151,16 +155,16 @@ state_push(struct state *st, uint64_t id, const uint8_t *secret)
 	return 0;
 }
 
+static int	state_parse_clients(struct state *, char *);
+
 /* Open (creating if needed) the state directory and read what it holds. */
 int
 state_open(const char *dir, struct state **out)
 {
 	struct state	*st;
-	char		*buf = NULL, *line, *end, *save;
-	uint8_t		 secret[WSL_SECRET_LEN];
+	char		*buf = NULL, *end;
 	unsigned long	 ul;
-	uint64_t	 id;
-	size_t		 n, blen = 0;
+	size_t		 blen = 0;
 	int		 r;
 
 	if ((st = calloc(1, sizeof *st)) == NULL)
@@ -191,28 +195,8 @@ state_open(const char *dir, struct state **out)
 	if ((r = state_read(st, "clients", &buf)) < 0)
 		goto out;
 	blen = buf != NULL ? strlen(buf) : 0;
-	/* "ID SECRET", or "ID" alone as written before secrets existed. */
-	for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line != NULL;
-	    line = strtok_r(NULL, "\n", &save)) {
-		errno = 0;
-		id = strtoull(line, &end, 16);
-		if (errno != 0 || end == line || (*end != '\0' && *end != ' ')) {
-			r = -EINVAL;
-			goto out;
-		}
-		memset(secret, 0, sizeof secret);
-		if (*end == ' ' && (strlen(end + 1) != 2 * WSL_SECRET_LEN ||
-		    sodium_hex2bin(secret, sizeof secret, end + 1,
-		    2 * WSL_SECRET_LEN, NULL, &n, NULL) != 0 ||
-		    n != WSL_SECRET_LEN)) {
-			r = -EINVAL;
-			goto out;
-		}
-		r = state_push(st, id, secret);
-		sodium_memzero(secret, sizeof secret);
-		if (r < 0)
-			goto out;
-	}
+	if ((r = state_parse_clients(st, buf)) < 0)
+		goto out;
 	*out = st;
 	st = NULL;
 	r = 0;
@@ -222,6 +206,63 @@ out:
 	free(buf);
 	state_close(st);
 	return r;
+}
+
+/* Read the known clients from the text of a clients file (NULL: none). */
+static int
+state_parse_clients(struct state *st, char *buf)
+{
+	char		*line, *end, *save;
+	uint8_t		 secret[WSL_SECRET_LEN];
+	uint64_t	 id;
+	size_t		 n;
+	int		 r;
+
+	/* "ID SECRET", or "ID" alone as written before secrets existed. */
+	for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line != NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		errno = 0;
+		id = strtoull(line, &end, 16);
+		if (errno != 0 || end == line || (*end != '\0' && *end != ' '))
+			return -EINVAL;
+		memset(secret, 0, sizeof secret);
+		if (*end == ' ' && (strlen(end + 1) != 2 * WSL_SECRET_LEN ||
+		    sodium_hex2bin(secret, sizeof secret, end + 1,
+		    2 * WSL_SECRET_LEN, NULL, &n, NULL) != 0 ||
+		    n != WSL_SECRET_LEN)) {
+			sodium_memzero(secret, sizeof secret);
+			return -EINVAL;
+		}
+		r = state_push(st, id, secret);
+		sodium_memzero(secret, sizeof secret);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * State kept elsewhere (etcd, for replicas): the epoch and the clients
+ * text as the store holds them; later changes go to the store.
+ */
+int
+state_open_store(const struct state_store *store, uint32_t epoch,
+    char *clients, struct state **out)
+{
+	struct state	*st;
+	int		 r;
+
+	if ((st = calloc(1, sizeof *st)) == NULL)
+		return -ENOMEM;
+	st->dirfd = -1;
+	st->store = store;
+	st->epoch = epoch;
+	if ((r = state_parse_clients(st, clients)) < 0) {
+		state_close(st);
+		return r;
+	}
+	*out = st;
+	return 0;
 }
 
 void
@@ -253,6 +294,8 @@ state_next_epoch(struct state *st)
 
 	if (st->epoch == UINT32_MAX)
 		return -EOVERFLOW;
+	if (st->store != NULL)
+		return st->store->next_epoch(st->store->arg, &st->epoch);
 	len = snprintf(buf, sizeof buf, "%u\n", st->epoch + 1);
 	if ((r = state_write(st, "epoch", buf, len)) < 0)
 		return r;
