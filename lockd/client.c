@@ -543,15 +543,17 @@ forget_session(struct wslock *wl)
  * Which server to try after a failure. A connection that was up is tried
  * again at the same address first (a restart, a cut connection); a failed
  * attempt moves on to the next replica at once, or to the one a standby
- * named, and only a whole round of failures waits for the backoff. Returns
- * 1 to try again now.
+ * named (or the next one after a silent active replica, see housekeeping),
+ * and only a whole round of failures waits for the backoff. Returns 1 to
+ * try again now.
  */
 static int
 next_server(struct wslock *wl, int was_ready)
 {
-	if (wl->naddrs < 2 || was_ready) {
+	if (wl->naddrs < 2)
+		return 0;
+	if (wl->hint == 0 && was_ready) {
 		wl->round = 0;
-		wl->hint = 0;
 		return 0;
 	}
 	if (wl->hint > 0) {
@@ -1196,6 +1198,15 @@ housekeeping(struct wslock *wl)
 		} else if (age >= wl->lease_ms / 2 && !wl->jeopardy) {
 			wl->jeopardy = 1;
 			report_state(wl, WSLOCK_JEOPARDY);
+			/*
+			 * A replica that holds the connection and stops
+			 * answering (paused, cut off from etcd) may have been
+			 * succeeded: try the next one while the lease lasts.
+			 */
+			if (wl->naddrs > 1 && wl->cs == CS_READY) {
+				wl->hint = (wl->cur + 1) % wl->naddrs + 1;
+				conn_lost(wl, -ETIMEDOUT);
+			}
 		} else if (wl->cs == CS_READY && age >= wl->lease_ms / 4 &&
 		    !wl->renew_out &&
 		    (r = creq_new(wl, WSL_RENEW, NULL)) != NULL) {

@@ -446,6 +446,7 @@ etcd_thread(void *arg)
 			/* The main loop stepped down: end the term. */
 			e->v.active = 0;
 			e->v.valid_until = 0;
+			e->v.leader[0] = '\0';	/* not us; learnt anew */
 			e->term_rev = 0;
 			active = 0;
 			pthread_mutex_unlock(&e->mu);

@@ -1860,6 +1860,7 @@ step_down(struct server *srv, const char *why)
 	srv->npending = 0;
 	srv->grace = 0;
 	srv->valid_until = 0;
+	srv->view.leader[0] = '\0';
 	etcd_resign(srv->etcd, srv->term);
 	timer_update(srv);
 }

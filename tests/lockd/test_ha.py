@@ -1,0 +1,201 @@
+"""wslockd replicas on a real etcd cluster (wslockd --etcd): failover on
+kill -9, a paused active replica that wakes up and must grant nothing,
+the loss of one etcd member and of the etcd quorum. Three etcd members
+on loopback, two wslockd replicas, libwslock clients given both.
+
+Every wait polls for an event with a deadline. With WSFS_HA_PAUSES=FILE
+the failover pause of each run (kill to the first new grant on the
+successor, as the client sees it) is appended to FILE."""
+import os
+import signal
+import time
+
+import pytest
+
+import etcdlib
+from etcdlib import Etcd, Replica, new_key, wait_active
+from lockdlib import Client, poll_until
+
+EAGAIN, EBUSY = -11, -16
+LEASE_MS = 10000
+
+
+@pytest.fixture
+def ha(env):
+    if not os.access(etcdlib.ETCD, os.X_OK):
+        pytest.skip("etcd not installed (etcd-server, see scripts/deps)")
+    h = HA(env)
+    failed = []
+    try:
+        yield h
+    finally:
+        for r in h.replicas:
+            st = r.stop()
+            if st not in (0, None):
+                failed.append(f"replica {r.name} exited {st}:\n"
+                              f"{r.log()[-3000:]}")
+        h.etcd.stop()
+    if failed:
+        pytest.fail("\n".join(failed), pytrace=False)
+
+
+class HA:
+    def __init__(self, env, n=2, ttl_s=2):
+        self.env = env
+        self.key = new_key(env.tmp)
+        self.etcd = Etcd(env.tmp).start()
+        self.replicas = [Replica(env.tmp, f"r{i}", self.etcd.endpoints,
+                                 self.key, LEASE_MS, ttl_s).start()
+                         for i in range(n)]
+
+    def addrs(self, first=None):
+        rs = list(self.replicas)
+        if first is not None:
+            rs.remove(first)
+            rs.insert(0, first)
+        return ",".join(r.tcp for r in rs)
+
+    def client(self, name, addrs=None, wait=True):
+        c = Client(addrs or self.addrs(), key=self.key, name=name)
+        self.env.clients.append(c)
+        return c.wait_ready(20) if wait else c
+
+    def by_addr(self, addr):
+        return next(r for r in self.replicas if r.tcp == addr)
+
+
+def server_addr(c):
+    c.send("server")
+    t, kind, rest = c.reply()
+    assert kind == "server", (kind, rest)
+    return rest[0]
+
+
+def record_pause(seconds):
+    path = os.environ.get("WSFS_HA_PAUSES")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{seconds:.3f}\n")
+
+
+def lock_until_granted(c, prefix, key, timeout):
+    """Try-lock (no wait) every 50 ms until granted; (time, token)."""
+    deadline = time.monotonic() + timeout
+    i = 0
+    while time.monotonic() < deadline:
+        i += 1
+        tag = f"{prefix}{i}"
+        r = c.lock_wait(tag, key, flags="-", timeout=timeout)
+        if r[1] == 0:
+            return r[0], r[2]
+        assert r[1] in (EAGAIN, EBUSY, -104, -110), r
+        time.sleep(0.05)
+    raise AssertionError(f"no grant of {key} in {timeout} s: {c.lines[-20:]}")
+
+
+def test_kill_active_fails_over(ha):
+    a = wait_active(ha.replicas)
+    assert a is not None, [r.log() for r in ha.replicas]
+    b = next(r for r in ha.replicas if r is not a)
+    c = ha.client("holder", ha.addrs(first=b))	# b refuses, names a
+    assert server_addr(c) == a.tcp
+    _, st, tok = c.lock_wait("x", "obj", flags="c")
+    assert st == 0
+    assert int(ha.etcd.get("/wslockd/epoch")) == tok >> 32
+
+    t_kill = time.monotonic()
+    a.kill()					# SIGKILL
+    assert wait_active(ha.replicas, 30, exclude=(a,)) is b, b.log()
+    t_new, tok2 = lock_until_granted(c, "n", "obj2", 30)
+    record_pause(t_new - t_kill)
+    assert server_addr(c) == b.tcp
+    # The lock was reclaimed, not lost, and tokens went on growing.
+    assert c.lost == [], c.lost
+    assert c.held("obj")[1:] == (1, tok)
+    assert tok2 >> 32 > tok >> 32
+    assert int(ha.etcd.get("/wslockd/epoch")) == tok2 >> 32
+    assert "reclaiming" in b.log()
+    # Nobody else gets obj.
+    d = ha.client("other")
+    assert d.lock_wait("y", "obj", flags="-")[1] == EAGAIN
+
+
+def test_paused_active_grants_nothing_after_waking(ha):
+    a = wait_active(ha.replicas)
+    b = next(r for r in ha.replicas if r is not a)
+    holder = ha.client("holder")
+    _, st, tok = holder.lock_wait("x", "obj", flags="c")
+    assert st == 0
+    # A client that knows only a: it stays connected through the pause.
+    only_a = ha.client("only-a", addrs=a.tcp)
+
+    a.signal(signal.SIGSTOP)
+    # A request that reaches a while it sleeps: a must never grant it.
+    only_a.lock("late", "contested", flags="w")
+    assert wait_active(ha.replicas, 30, exclude=(a,)) is b, b.log()
+    # The holder moves on to b and reclaims there.
+    assert poll_until(lambda: "reclaiming" in b.log(), 20), b.log()
+    assert poll_until(lambda: server_addr(holder) == b.tcp, 20)
+    other = ha.client("other", addrs=b.tcp)
+    _, tok_b = lock_until_granted(other, "g", "contested", 30)
+    assert tok_b >> 32 > tok >> 32
+
+    a.signal(signal.SIGCONT)
+    assert poll_until(lambda: a.stepdowns() >= 1, 20), a.log()
+    # Whatever a did with the late request, no answer left it.
+    time.sleep(0.5)
+    assert "late" not in only_a.done, only_a.lines
+    assert holder.lost == [], holder.lost
+    assert holder.held("obj")[1:] == (1, tok)
+    # a stands by; b keeps serving.
+    assert b.active() and not a.active()
+    assert other.lock_wait("h", "another", flags="-")[1] == 0
+
+
+def test_one_etcd_member_down_service_goes_on(ha):
+    a = wait_active(ha.replicas)
+    c = ha.client("c")
+    _, st, tok = c.lock_wait("x", "obj", flags="-")
+    assert st == 0
+    # Kill a follower of etcd (not its leader: an etcd election is a
+    # pause of its own, tested with the quorum below).
+    lead = ha.etcd.leader_index()
+    victim = next(i for i in range(3) if i != lead)
+    ha.etcd.kill(victim)
+    # Three TTLs later the same replica still serves, without a break.
+    deadline = time.monotonic() + 3 * 2 + 1
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        assert c.lock_wait(f"k{n}", f"key{n}", flags="-")[1] == 0
+        time.sleep(0.1)
+    assert a.active() and a.stepdowns() == 0, a.log()
+    assert c.lost == []
+    assert poll_until(ha.etcd.healthy, 10)
+
+
+def test_quorum_lost_no_grants_then_resume(ha):
+    a = wait_active(ha.replicas)
+    c = ha.client("c")
+    _, st, tok = c.lock_wait("x", "obj", flags="-")
+    assert st == 0
+    ha.etcd.kill(0)
+    ha.etcd.kill(1)
+    # The active replica cannot renew its etcd lease: it steps down, and
+    # no replica serves while etcd has no quorum.
+    assert poll_until(lambda: not any(r.active() for r in ha.replicas), 20), \
+        [r.log()[-2000:] for r in ha.replicas]
+    t_down = time.monotonic()
+    c.lock("q", "obj3", flags="w")
+    while time.monotonic() < t_down + 4:
+        assert "q" not in c.done, c.lines
+        assert not any(r.active() for r in ha.replicas)
+        time.sleep(0.1)
+    ha.etcd.restart(0)
+    ha.etcd.restart(1)
+    assert poll_until(ha.etcd.healthy, 60, 0.2)
+    assert wait_active(ha.replicas, 60) is not None
+    # The waiting request is sent again to the new active and granted.
+    r = c.result("q", 60)
+    assert r is not None and r[1] == 0, c.lines[-20:]
+    assert r[2] >> 32 > tok >> 32
