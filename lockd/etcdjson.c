@@ -110,10 +110,11 @@ parse(const char *body, size_t len, json_t **out, char *err, size_t errlen)
 	if ((e = json_object_get(root, "error")) != NULL ||
 	    (json_object_get(root, "code") != NULL &&
 	    json_object_get(root, "header") == NULL)) {
-		if (e == NULL)
-			e = root;
-		msg = json_is_object(e) ?
-		    json_string_value(json_object_get(e, "message")) : NULL;
+		/* 3.4 writes {"error": TEXT, "code": N, "message": TEXT}. */
+		if ((msg = json_string_value(json_object_get(root,
+		    "message"))) == NULL && (msg = json_string_value(e)) ==
+		    NULL && json_is_object(e))
+			msg = json_string_value(json_object_get(e, "message"));
 		snprintf(err, errlen, "etcd: %s", msg ? msg : "error");
 		json_decref(root);
 		return -EIO;

@@ -7,6 +7,8 @@ EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/test_history.py tests/lockd/test_threads.py \
 	tests/lockd/test_quiet.py tests/lockd/test_async_test.py \
 	tests/lockd/test_hardening.py tests/lockd/test_mac.py \
+	tests/lockd/test_failover_client.py tests/lockd/test_ha.py \
+	tests/lockd/etcdlib.py \
 	tests/metrics/test_lockd_metrics.py
 
 if HAVE_CMOCKA
@@ -89,6 +91,16 @@ lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/metrics.c \
 lockd_libwsutil_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 
 if HAVE_CMOCKA
+UNIT_TESTS += tests/unit/test_etcdjson
+check_PROGRAMS += tests/unit/test_etcdjson
+tests_unit_test_etcdjson_SOURCES = tests/unit/test_etcdjson.c \
+	lockd/etcdjson.c lockd/etcd.h
+tests_unit_test_etcdjson_CPPFLAGS = $(LOCKD_INC)
+tests_unit_test_etcdjson_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) \
+	$(SODIUM_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_etcdjson_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS) \
+	$(JANSSON_LIBS)
+
 UNIT_TESTS += tests/unit/test_json tests/unit/test_number
 check_PROGRAMS += tests/unit/test_json tests/unit/test_number
 tests_unit_test_json_SOURCES = tests/unit/test_json.c
