@@ -170,6 +170,7 @@ struct wslock {
 	struct wsl_buf		 out;
 
 	uint64_t		 session;
+	uint32_t		 epoch;		/* the server's, from WELCOME */
 	int			 session_valid;	/* locks may be reclaimed */
 	uint32_t		 lease_ms;
 	uint64_t		 lease_base;	/* send time of last answered */
@@ -780,6 +781,7 @@ on_welcome(struct wslock *wl, const struct wsl_frame *f)
 	if (wl->mac_in)
 		wl->out.seal = &wl->tx;
 	wl->session = w.session;
+	wl->epoch = w.epoch;
 	wl->lease_ms = w.lease_ms;
 	wl->lease_base = wl->t_hello;
 	wl->jeopardy = 0;
@@ -1686,6 +1688,7 @@ wslock_conn_stats(struct wslock *wl, struct wslock_conn_stats *st)
 	st->last_err = wl->stat_err;
 	memcpy(st->last_error, wl->stat_text, sizeof st->last_error);
 	memcpy(st->server, wl->addr_text[wl->cur], sizeof st->server);
+	st->epoch = wl->epoch;
 	pthread_mutex_unlock(&wl->mu);
 	return 0;
 }

@@ -594,6 +594,16 @@ etcd_view(struct etcd *e, struct etcd_view *out)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* Did the last request to etcd succeed; how many failed so far. */
+void
+etcd_health(struct etcd *e, uint64_t *healthy, uint64_t *failures)
+{
+	pthread_mutex_lock(&e->mu);
+	*healthy = e->v.healthy;
+	*failures = e->v.failures;
+	pthread_mutex_unlock(&e->mu);
+}
+
 /* The main loop stopped serving term: let a successor be elected. */
 void
 etcd_resign(struct etcd *e, uint64_t term)

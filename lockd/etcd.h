@@ -67,6 +67,7 @@ void	 etcd_stop(struct etcd *);
 int	 etcd_fd(const struct etcd *);
 void	 etcd_view(struct etcd *, struct etcd_view *);
 void	 etcd_resign(struct etcd *, uint64_t);
+void	 etcd_health(struct etcd *, uint64_t *, uint64_t *);
 int	 etcd_put_clients(struct etcd *, const char *, size_t);
 int	 etcd_next_epoch(struct etcd *, uint32_t *);
 

@@ -1470,6 +1470,23 @@ static const struct {
 	    offsetof(struct snapshot, epoch) },
 	{ "wslockd_grace_active", "gauge", "1 while the grace period after a "
 	    "start runs, else 0.", NULL, offsetof(struct snapshot, grace) },
+	{ "wslockd_replicated", "gauge", "1 when this is one of several "
+	    "replicas on etcd (--etcd), else 0.", NULL,
+	    offsetof(struct snapshot, replicated) },
+	{ "wslockd_active", "gauge", "1 while this server serves locks (always "
+	    "without --etcd), 0 while a replica stands by.", NULL,
+	    offsetof(struct snapshot, active) },
+	{ "wslockd_etcd_healthy", "gauge", "1 when the last request to etcd "
+	    "succeeded, else 0 (0 without --etcd).", NULL,
+	    offsetof(struct snapshot, etcd_healthy) },
+	{ "wslockd_etcd_failures_total", "counter", "Requests to etcd that "
+	    "failed (every endpoint tried).", NULL,
+	    offsetof(struct snapshot, etcd_failures) },
+	{ "wslockd_terms_total", "counter", "Terms this replica won as the "
+	    "active one.", NULL, offsetof(struct snapshot, terms) },
+	{ "wslockd_stepdowns_total", "counter", "Times this replica stopped "
+	    "serving: etcd lease not renewed in time, or state not written.",
+	    NULL, offsetof(struct snapshot, stepdowns) },
 };
 
 /* In the loop: the snapshot a scrape asked for (EV_METRICS_REQ). */
@@ -1495,6 +1512,13 @@ metrics_take(struct server *srv)
 	snap.conns = srv->nconns;
 	snap.epoch = srv->epoch;
 	snap.grace = srv->grace != 0;
+	snap.active = srv->active;
+	if (srv->etcd != NULL) {
+		snap.replicated = 1;
+		etcd_health(srv->etcd, &snap.etcd_healthy, &snap.etcd_failures);
+		snap.terms = srv->term;
+		snap.stepdowns = srv->stepdowns;
+	}
 	snap.stats = srv->stats;
 	pthread_mutex_lock(&m->mu);
 	m->snap = snap;

@@ -303,6 +303,7 @@ struct wslock_conn_stats {
 					   words, NUL-terminated; "" if none */
 	char		server[WSLOCK_ADDR_TEXT]; /* the address of the list
 					   in use (or tried) now */
+	uint32_t	epoch;		/* the server's, at the last WELCOME */
 };
 
 /*

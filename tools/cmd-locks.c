@@ -142,6 +142,7 @@ cmd_locks(int argc, char **argv)
 	const char		*keyfile = WS_DEFAULT_KEY;
 	struct locks_out	 o = { 0, 0, 0, 0, 0, 1 };
 	struct wslock		*wl;
+	struct wslock_conn_stats st;
 	int			 ch, r;
 
 	optind = 1;
@@ -170,6 +171,9 @@ cmd_locks(int argc, char **argv)
 	o.self = wslock_session(wl);
 	if (o.json)
 		printf("[");
+	else if (wslock_conn_stats(wl, &st) == 0)
+		/* With replicas (lockd=A,B), the one that answered. */
+		printf("lock server %s, epoch %u\n\n", st.server, st.epoch);
 	r = wslock_list_wait(wl, 10000, item, &o);
 	wslock_close(wl);
 	if (r < 0) {

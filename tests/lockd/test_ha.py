@@ -199,3 +199,59 @@ def test_quorum_lost_no_grants_then_resume(ha):
     r = c.result("q", 60)
     assert r is not None and r[1] == 0, c.lines[-20:]
     assert r[2] >> 32 > tok >> 32
+
+
+def scrape(port):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, value = line.split()
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_and_wsctl_show_the_active_replica(env):
+    import subprocess
+    from lockdlib import WSCTL, free_port
+    if not os.access(etcdlib.ETCD, os.X_OK):
+        pytest.skip("etcd not installed (etcd-server, see scripts/deps)")
+    key = new_key(env.tmp)
+    etcd = Etcd(env.tmp).start()
+    ports = [free_port(), free_port()]
+    rs = [Replica(env.tmp, f"r{i}", etcd.endpoints, key, LEASE_MS, 2,
+                  extra=["--metrics", f"127.0.0.1:{ports[i]}"])
+          for i in range(2)]
+    try:
+        for r in rs:
+            r.start()
+        a = wait_active(rs)
+        ia = rs.index(a)
+        ms = [scrape(p) for p in ports]
+        assert ms[ia]["wslockd_active"] == 1 and ms[1 - ia]["wslockd_active"] == 0
+        assert all(m["wslockd_replicated"] == 1 for m in ms)
+        assert poll_until(lambda: all(scrape(p)["wslockd_etcd_healthy"] == 1
+                                      for p in ports), 10)
+        epoch = int(etcd.get("/wslockd/epoch"))
+        assert ms[ia]["wslockd_epoch"] == epoch
+        assert ms[ia]["wslockd_terms_total"] == 1
+        lst = f"{rs[1 - ia].tcp},{a.tcp}"	# the standby first
+        out = subprocess.run([WSCTL, "locks", "--lockd", lst, "--key", key],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith(
+            f"lock server {a.tcp}, epoch {epoch}\n"), out.stdout
+        # The standby alone: refused (EREMCHG, the library's errno for a
+        # standby's NOTACTIVE), not served.
+        bad = subprocess.run([WSCTL, "locks", "--lockd", rs[1 - ia].tcp,
+                              "--key", key], capture_output=True, text=True,
+                             timeout=30)
+        assert bad.returncode != 0, bad.stdout
+        assert os.strerror(78) in bad.stderr, bad.stderr
+    finally:
+        for r in rs:
+            r.stop()
+        etcd.stop()
