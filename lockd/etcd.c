@@ -495,7 +495,9 @@ etcd_thread(void *arg)
 			ts.tv_nsec -= 1000000000L;
 		}
 		pthread_mutex_lock(&e->mu);
-		if (!e->stop && e->resign_term != e->v.term && wait > 0)
+		/* Not while a resignation waits to be carried out. */
+		if (!e->stop && !(e->v.active && e->resign_term == e->v.term) &&
+		    wait > 0)
 			pthread_cond_timedwait(&e->cond, &e->mu, &ts);
 	}
 	pthread_mutex_unlock(&e->mu);

@@ -2031,11 +2031,6 @@ server_run(const struct server_conf *conf)
 				break;
 			}
 		}
-		/*
-		 * A replica checks its term right before anything leaves,
-		 * so one that wakes up from a pause grants nothing.
-		 */
-		still_active(&srv);
 		/* Known clients reach the disk before any answer leaves. */
 		if (srv.state != NULL && (r = state_sync(srv.state)) < 0) {
 			if (srv.etcd != NULL)
@@ -2045,6 +2040,12 @@ server_run(const struct server_conf *conf)
 				log_limited(LOG_ERR, "state", "cannot write "
 				    "the state directory: %s", strerror(-r));
 		}
+		/*
+		 * A replica checks its term right before anything leaves
+		 * (after the etcd write above, which may take a while), so
+		 * one that wakes up from a pause grants nothing.
+		 */
+		still_active(&srv);
 		while ((c = TAILQ_FIRST(&srv.flush)) != NULL) {
 			TAILQ_REMOVE(&srv.flush, c, dentry);
 			c->dirty = 0;

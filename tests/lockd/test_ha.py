@@ -255,3 +255,99 @@ def test_metrics_and_wsctl_show_the_active_replica(env):
         for r in rs:
             r.stop()
         etcd.stop()
+
+
+def make_certs(d):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate."""
+    import subprocess
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    ca, cakey = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        "-subj", "/CN=test-ca", "-keyout", cakey, "-out", ca)
+    out = {"ca": ca}
+    # etcd's gateway dials its own gRPC server with the server
+    # certificate, so that one needs clientAuth too.
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1\n"
+                       "extendedKeyUsage=serverAuth,clientAuth"),
+                      ("client", "extendedKeyUsage=clientAuth")):
+        key, csr = os.path.join(d, f"{name}.key"), os.path.join(d, "x.csr")
+        crt, extf = os.path.join(d, f"{name}.pem"), os.path.join(d, "x.ext")
+        with open(extf, "w") as f:
+            f.write(ext + "\n")
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+            "-keyout", key, "-out", csr)
+        run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey,
+            "-CAcreateserial", "-days", "1", "-extfile", extf, "-out", crt)
+        os.chmod(key, 0o600)
+        out[name] = (crt, key)
+    return out
+
+
+def test_etcd_over_tls(env):
+    import shutil
+    import subprocess
+    from lockdlib import free_port
+    if not os.access(etcdlib.ETCD, os.X_OK) or not shutil.which("openssl"):
+        pytest.skip("etcd or openssl not installed (see scripts/deps)")
+    certs = make_certs(env.tmp)
+    cport, pport = free_port(), free_port()
+    url = f"https://127.0.0.1:{cport}"
+    log = open(os.path.join(env.tmp, "etcd-tls.log"), "wb")
+    etcd = subprocess.Popen(
+        [etcdlib.ETCD, "--name", "t", "--data-dir",
+         os.path.join(env.tmp, "etcd-tls"), "--listen-client-urls", url,
+         "--advertise-client-urls", url, "--listen-peer-urls",
+         f"http://127.0.0.1:{pport}", "--initial-advertise-peer-urls",
+         f"http://127.0.0.1:{pport}", "--initial-cluster",
+         f"t=http://127.0.0.1:{pport}", "--cert-file", certs["server"][0],
+         "--key-file", certs["server"][1], "--client-cert-auth",
+         "--trusted-ca-file", certs["ca"], "--logger", "zap",
+         "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT)
+    key = new_key(env.tmp)
+    tls = ["--etcd-ca", certs["ca"], "--etcd-cert", certs["client"][0],
+           "--etcd-key", certs["client"][1]]
+    good = Replica(env.tmp, "good", url, key, LEASE_MS, 2, extra=tls)
+    # No client certificate: etcd refuses it, it never serves.
+    nocert = Replica(env.tmp, "nocert", url, key, LEASE_MS, 2,
+                     extra=["--etcd-ca", certs["ca"]])
+    try:
+        nocert.start()
+        good.start()
+        assert poll_until(good.active, 30), good.log()
+        c = Client(good.tcp, key=key, name="c")
+        env.clients.append(c)
+        c.wait_ready(20)
+        assert c.lock_wait("a", "k", flags="-")[1] == 0
+        time.sleep(1)
+        assert not nocert.active()
+        assert f"etcd /v3/lease/grant: {url}: " in nocert.log(), \
+            nocert.log()
+    finally:
+        good.stop()
+        nocert.stop()
+        etcd.kill()
+        etcd.wait()
+        log.close()
+
+
+def test_usage_errors():
+    import subprocess
+    from lockdlib import WSLOCKD
+    cases = [
+        (["--etcd", "127.0.0.1:2379"], "not a list of http"),
+        (["--etcd", "http://a:1,"], "not a list of http"),
+        (["--etcd-ttl", "5"], "needs --etcd"),
+        (["--etcd", "http://a:1", "--state-dir", "/tmp/x"], "not used"),
+        (["--etcd", "http://a:1", "--etcd-cert", "c"], "go together"),
+        (["--etcd", "http://a:1", "--etcd-ttl", "1"], "2..600"),
+        (["--etcd", "http://a:1", "--lease-ms", "10000", "--grace-ms",
+          "10000"], "1.1 times"),
+        (["--etcd", "http://a:1", "--listen", ":7420"], "--advertise"),
+        (["--etcd", "http://a:1", "--advertise", "a"], "HOST:PORT"),
+    ]
+    for args, want in cases:
+        p = subprocess.run([WSLOCKD, "-f", *args], capture_output=True,
+                           text=True, timeout=10)
+        assert p.returncode == 2 and want in p.stderr, (args, p.stderr)
