@@ -163,6 +163,7 @@ class Replica:
         self.ttl_s = ttl_s
         self.extra = list(extra)
         self.proc = None
+        self.logstart = 0
         self.logpath = os.path.join(self.dir, "wslockd.log")
 
     @property
@@ -174,9 +175,11 @@ class Replica:
                 "--lease-ms", str(self.lease_ms), "--etcd", self.endpoints,
                 "--etcd-ttl", str(self.ttl_s)] + self.extra
         self.logf = open(self.logpath, "ab")
+        # What this run logs starts here (a restart appends).
+        self.logstart = os.path.getsize(self.logpath)
         self.proc = subprocess.Popen(args, stdout=self.logf,
                                      stderr=subprocess.STDOUT)
-        if not poll_until(lambda: "standing by" in self.log() or
+        if not poll_until(lambda: "standing by" in self.runlog() or
                           self.proc.poll() is not None, 10):
             raise RuntimeError("replica did not start:\n" + self.log())
         if self.proc.poll() is not None:
@@ -187,14 +190,21 @@ class Replica:
         with open(self.logpath, "rb") as f:
             return f.read().decode(errors="replace")
 
+    def runlog(self):
+        """The log of the current (or last) run only."""
+        with open(self.logpath, "rb") as f:
+            f.seek(self.logstart)
+            return f.read().decode(errors="replace")
+
     def terms(self):
-        return self.log().count("active replica, term")
+        return self.runlog().count("active replica, term")
 
     def stepdowns(self):
-        return self.log().count("stepping down")
+        return self.runlog().count("stepping down")
 
     def active(self):
-        return self.terms() > self.stepdowns()
+        """Serving now, by its log; a killed replica is not."""
+        return self.proc is not None and self.terms() > self.stepdowns()
 
     def signal(self, sig):
         if self.proc is not None and self.proc.poll() is None:
