@@ -74,7 +74,9 @@
  * stop writing under locks it may no longer have.
  *
  * Reconnects. When the connection breaks the library reconnects by itself
- * (backoff 50 ms doubling to 2 s), for as long as the handle lives; an
+ * (backoff 50 ms doubling to 2 s, or to 0.5 s with a list of replicas,
+ * where a failed replica is followed by the next one at once), for as
+ * long as the handle lives; an
  * attempt that is not through its handshake within 3 s (a SYN or HELLO
  * lost while a link was cut, a server that accepts and never answers)
  * is dropped and counts as a failure, so reconnecting never stalls. If its lease is still valid it resumes
