@@ -50,7 +50,7 @@ static const char usage_text[] =
 "                     unix:PATH (default: none)\n"
 "  --etcd URLS        run as one of several replicas, the active one\n"
 "                     elected on etcd (http[s]://HOST:PORT,...); epoch\n"
-"                     and known clients live in etcd, not in --state-dir\n"
+"                     and known clients live in etcd (--state-dir unused)\n"
 "  --etcd-prefix P    etcd key prefix (default /wslockd/)\n"
 "  --etcd-ttl S       etcd lease of the active replica (default 3 s)\n"
 "  --advertise ADDR   this replica's HOST:PORT for clients (default: the\n"
@@ -314,9 +314,6 @@ main(int argc, char **argv)
 	if (ec.endpoints == NULL && etcd_only != NULL)
 		return usage_error("%s needs --etcd", etcd_only);
 	if (ec.endpoints != NULL) {
-		if (state_set)
-			return usage_error("--state-dir is not used with --etcd "
-			    "(epoch and clients live in etcd)");
 		if ((ec.cert == NULL) != (ec.key == NULL))
 			return usage_error("--etcd-cert and --etcd-key go "
 			    "together");
@@ -338,6 +335,10 @@ main(int argc, char **argv)
 
 	log_open("wslockd", foreground ? LOG_TO_STDERR : LOG_TO_SYSLOG,
 	    verbose);
+	/* Said, not refused: a unit file passes one for the single case. */
+	if (conf.etcd != NULL && state_set)
+		log_notice("--state-dir %s is not used with --etcd: the epoch "
+		    "and the known clients live in etcd", conf.statedir);
 	if (!foreground && daemon(0, 0) < 0)
 		fatal("daemon");
 	return server_run(&conf) == 0 ? 0 : 1;

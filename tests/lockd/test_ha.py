@@ -339,7 +339,6 @@ def test_usage_errors():
         (["--etcd", "127.0.0.1:2379"], "not a list of http"),
         (["--etcd", "http://a:1,"], "not a list of http"),
         (["--etcd-ttl", "5"], "needs --etcd"),
-        (["--etcd", "http://a:1", "--state-dir", "/tmp/x"], "not used"),
         (["--etcd", "http://a:1", "--etcd-cert", "c"], "go together"),
         (["--etcd", "http://a:1", "--etcd-ttl", "1"], "2..600"),
         (["--etcd", "http://a:1", "--lease-ms", "10000", "--grace-ms",
@@ -461,3 +460,22 @@ def test_etcd_leader_killed_locks_kept(ha):
     assert c.lost == [], c.lost
     assert c.held("obj")[1:] == (1, tok)
     assert wait_active(ha.replicas, 30) is not None
+
+
+def test_state_dir_with_etcd_is_said_unused(env):
+    """The systemd unit passes --state-dir; with --etcd in WSLOCKD_OPTS
+    the replica starts, says the directory is unused, and creates none."""
+    if not os.access(etcdlib.ETCD, os.X_OK):
+        pytest.skip("etcd not installed (etcd-server, see scripts/deps)")
+    etcd = Etcd(env.tmp).start()
+    sd = os.path.join(env.tmp, "unused-state")
+    r = Replica(env.tmp, "r", etcd.endpoints, new_key(env.tmp), LEASE_MS, 2,
+                extra=["--state-dir", sd])
+    try:
+        r.start()
+        assert poll_until(r.active, 30), r.log()
+        assert f"--state-dir {sd} is not used with --etcd" in r.log()
+        assert not os.path.exists(sd)
+    finally:
+        r.stop()
+        etcd.stop()
