@@ -249,3 +249,84 @@ def wait_active(replicas, timeout=30, exclude=()):
 
 def now():
     return time.monotonic()
+
+
+class Proxy:
+    """A TCP forwarder in front of one etcd member, for cutting one
+    replica off etcd while its clients still reach it: cut() drops every
+    connection and refuses new ones until heal()."""
+
+    def __init__(self, target_port):
+        import socket
+        import threading
+        self.target = target_port
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.cut_now = False
+        self.conns = []
+        self.mu = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self):
+        import socket
+        import threading
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            if self.cut_now:
+                c.close()
+                continue
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), 2)
+            except OSError:
+                c.close()
+                continue
+            with self.mu:
+                self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pipe, args=(a, b),
+                                 daemon=True).start()
+
+    def _pipe(self, a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d or self.cut_now:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def cut(self):
+        import socket
+        self.cut_now = True
+        with self.mu:
+            for s in self.conns:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.conns = []
+
+    def heal(self):
+        self.cut_now = False
+
+    def close(self):
+        self.closed = True
+        self.cut()
+        self.lsock.close()

@@ -479,3 +479,57 @@ def test_state_dir_with_etcd_is_said_unused(env):
     finally:
         r.stop()
         etcd.stop()
+
+
+def test_active_cut_off_etcd_steps_down(env):
+    """The active replica loses etcd (its links to every member cut) while
+    its clients still reach it: it stops serving within its etcd lease,
+    the other replica takes over, and the client moves there and keeps
+    its lock. When the link heals the cut-off replica stands by."""
+    if not os.access(etcdlib.ETCD, os.X_OK):
+        pytest.skip("etcd not installed (etcd-server, see scripts/deps)")
+    key = new_key(env.tmp)
+    etcd = Etcd(env.tmp).start()
+    proxies = [etcdlib.Proxy(int(m.client.rsplit(":", 1)[1]))
+               for m in etcd.members]
+    a = Replica(env.tmp, "cut", ",".join(p.url for p in proxies), key,
+                LEASE_MS, 2)
+    b = Replica(env.tmp, "other", etcd.endpoints, key, LEASE_MS, 2)
+    try:
+        a.start()
+        assert poll_until(a.active, 30), a.log()
+        b.start()
+        c = Client(f"{a.tcp},{b.tcp}", key=key, name="c")
+        env.clients.append(c)
+        c.wait_ready(20)
+        _, st, tok = c.lock_wait("x", "obj", flags="c")
+        assert st == 0
+        t_cut = time.monotonic()
+        for p in proxies:
+            p.cut()
+        assert poll_until(lambda: a.stepdowns() >= 1, 10), a.log()
+        t_down = time.monotonic()
+        # 0.9 TTL from the last keepalive sent, which is at most TTL/3
+        # before the cut: well within 2 s, plus the loaded machine.
+        assert t_down - t_cut < 2 + 3, (t_down - t_cut, a.log())
+        assert poll_until(b.active, 30), b.log()
+        t_new, tok2 = lock_until_granted(c, "n", "obj2", 30)
+        assert server_addr(c) == b.tcp
+        # a had stopped before b granted anything.
+        assert t_down < t_new
+        assert c.lost == [], c.lost
+        assert c.held("obj")[1:] == (1, tok)
+        assert tok2 >> 32 > tok >> 32
+        for p in proxies:
+            p.heal()
+        time.sleep(3)
+        assert b.active() and not a.active(), (a.log()[-1500:],
+                                              b.log()[-1500:])
+        print(f"cut off etcd: stepped down after {t_down - t_cut:.3f} s, "
+              f"next grant on the other after {t_new - t_cut:.3f} s")
+    finally:
+        a.stop()
+        b.stop()
+        for p in proxies:
+            p.close()
+        etcd.stop()
