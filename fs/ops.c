@@ -338,6 +338,15 @@ ws_init(void *userdata, struct fuse_conn_info *conn)
 	/* What readlink returns depends on where the link is: no caching. */
 	conn->want &= ~FUSE_CAP_CACHE_SYMLINKS;
 	conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
+	/*
+	 * Under cluster locks no name from a listing may be cached (the
+	 * kernel stamps readdirplus names with the epoch when it reads the
+	 * reply, which may follow our release), and a readdirplus entry with
+	 * a zero timeout also expires the name the kernel had cached from a
+	 * lookup under the lock: every listing would undo the name cache.
+	 */
+	if (cluster_enabled())
+		conn->want &= ~FUSE_CAP_READDIRPLUS;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
