@@ -572,6 +572,7 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 		pw->listed = 1;
 		pthread_mutex_unlock(&plk.lock);
 	}
+	__atomic_store_n(&in->plocked, 1, __ATOMIC_SEQ_CST);
 	ret = wslock_lock(cluster_handle(), r, mode, sleep ? WSLOCK_WAIT : 0,
 	    pw, &pw->reqid);
 	if (ret == 0) {
@@ -771,7 +772,9 @@ plock_release_owner(struct inode *in, uint64_t owner, int flock)
 	struct wslock_range	r;
 	char			key[64];
 
-	if (!cluster_enabled())
+	/* Most files are closed without ever having been locked. */
+	if (!cluster_enabled() || !__atomic_load_n(&in->plocked,
+	    __ATOMIC_SEQ_CST))
 		return;
 	plock_range(flock ? 'f' : 'p', in, owner, 0, WSLOCK_EOF, key,
 	    sizeof key, &r);

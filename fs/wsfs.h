@@ -62,6 +62,12 @@ struct inode {
 	 */
 	LIST_HEAD(, kname)	 knames;
 	int			 adrift;
+	/*
+	 * Set (atomically, never cleared) once this node asked the lock
+	 * service for a POSIX or flock lock on the inode: a close before that
+	 * has no lock to give back.
+	 */
+	int			 plocked;
 	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
 	char			*name;
 };
