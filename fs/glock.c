@@ -92,6 +92,7 @@ struct glock {
 	int			 dirty;		/* written since acquired */
 	int			 names;		/* names cached under this hold */
 	int			 lost;		/* lost while being given back */
+	int			 gone;		/* its last name was removed */
 	unsigned int		 users;		/* operations holding it */
 	unsigned int		 waiters;	/* sets parked on it */
 	uint64_t		 acquired_ms;
@@ -345,6 +346,7 @@ glock_done(struct cluster_waiter *w, int status, uint64_t token)
 			if (g->held == 0) {
 				g->gen++;
 				g->names = 0;
+				g->gone = 0;
 				g->acquired_ms = now;
 			}
 			g->held = g->want;
@@ -426,8 +428,13 @@ glock_do_release(void *arg)
 	int			 dirty, names, reg;
 
 	pthread_mutex_lock(&gl.lock);
-	dirty = g->dirty;
-	names = g->names && g->type == S_IFDIR;
+	/*
+	 * An object without a name (its last one removed under this lock)
+	 * has nothing to make durable for another node, which can reach it
+	 * only by a name, and a removed directory can hold no names again.
+	 */
+	dirty = g->dirty && !g->gone;
+	names = g->names && g->type == S_IFDIR && !g->gone;
 	nodeid = g->nodeid;
 	reg = g->type == S_IFREG;
 	if (dirty && g->fh != NULL && (fh = malloc(sizeof *g->fh +
@@ -449,6 +456,7 @@ glock_do_release(void *arg)
 	if (!g->lost)
 		glock_history("release", g, g->held, 0);
 	g->lost = 0;
+	g->gone = 0;
 	(void)wslock_unlock(cluster_handle(), &r);
 	stats_count(SC_RELEASES, 1);
 	g->held = 0;
@@ -559,6 +567,7 @@ glock_lost(const void *key, size_t keylen)
 		g->held = 0;
 		g->revoke = 0;
 		g->names = 0;
+		g->gone = 0;
 		glock_lru_del_locked(g);
 		glock_kick_locked(g, cluster_now_ms());
 		glock_gc_locked(g);
@@ -1149,6 +1158,7 @@ glock_gone(ino_t ino)
 		return;
 	pthread_mutex_lock(&gl.lock);
 	if ((g = glock_find_locked(ino, 0)) != NULL && g->held) {
+		g->gone = 1;
 		g->revoke = 1;
 		g->acquired_ms = 0;
 	}
