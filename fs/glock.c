@@ -1133,7 +1133,7 @@ glock_drop_stale_pages(void)
 	u.sizes = sizes + n;
 	u.n = 0;
 	u.max = GLOCK_RELEASED_MAX;
-	ws_open_files_foreach(glock_note_unheld, &u);
+	handle_files_foreach(glock_note_unheld, &u);
 	n += (unsigned int)u.n;
 	for (i = 0; i < n; i++) {
 		glock_drop_pages((void *)(uintptr_t)ids[i]);

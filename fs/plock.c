@@ -619,7 +619,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 		cluster_wake();
 		return;
 	}
-	ws_file_lock_owner(fi, fi->lock_owner);
+	handle_lock_owner(fi, fi->lock_owner);
 	plock_lock(req, in, 'p', &r, lk->l_type == F_RDLCK ? WSLOCK_SHARED :
 	    WSLOCK_EXCLUSIVE, sleep);
 }

@@ -73,7 +73,7 @@ struct inode {
 };
 
 /*
- * Every open file and directory handle is on one list, so that handles
+ * Every open file and directory handle is on one list (handle.c), so that handles
  * the kernel never released (unmounted by a signal) are freed at exit.
  */
 struct wshandle {
@@ -281,6 +281,20 @@ void		 plock_tested(void *reqarg, int status,
 		     const struct wslock_conflict *c);
 void		 plock_tick(void);
 
+/* handle.c */
+/* List h (the caller's, until handle_del or handle_pop gives it back). */
+void		 handle_add(struct wshandle *h, int is_dir);
+void		 handle_del(struct wshandle *h);
+/* Take a handle off the list, NULL when none is left: for the exit. */
+struct wshandle	*handle_pop(void);
+/*
+ * Call fn for every open regular file, with its inode and backing fd
+ * (the list's lock held: fn must not list or unlist, nor wait).
+ */
+void		 handle_files_foreach(void (*fn)(struct inode *, int,
+		     void *), void *arg);
+/* Note that owner took an fcntl lock through the open file fi. */
+void		 handle_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 /* inode.c */
 void		 inode_table_init(int source_fd, int max_fds);
 struct inode	*inode_root(void);
@@ -373,10 +387,7 @@ void		 uring_write(fuse_req_t req, int fd, const char *buf,
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
 /* ops.c */
-void		 ws_file_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 void		 ws_handles_free_all(void);
-void		 ws_open_files_foreach(void (*fn)(struct inode *, int,
-		     void *), void *arg);
 extern const struct fuse_lowlevel_ops wsfs_ops;
 
 #endif
