@@ -73,8 +73,9 @@ struct inode {
 };
 
 /*
- * Every open file and directory handle is on one list (handle.c), so that handles
- * the kernel never released (unmounted by a signal) are freed at exit.
+ * Every open file and directory handle is on one list (handle.c), so
+ * that handles the kernel never released (unmounted by a signal) are
+ * freed at exit.
  */
 struct wshandle {
 	LIST_ENTRY(wshandle)	 entry;		/* handles_lock */
