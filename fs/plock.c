@@ -630,6 +630,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
  * away) is cancelled by the lock thread and answered EIO.
  */
 struct plock_test {
+	struct cluster_tester	 ct;		/* must be first */
 	fuse_req_t		 req;
 	struct flock		 lk;
 	uint64_t		 reqid;
@@ -637,6 +638,9 @@ struct plock_test {
 	int			 expired;	/* plk.lock */
 	TAILQ_ENTRY(plock_test)	 entry;		/* plk.lock */
 };
+
+static void	plock_tested(struct cluster_tester *, int,
+		    const struct wslock_conflict *);
 
 void
 plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
@@ -659,6 +663,7 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	t->ct.tested = plock_tested;
 	t->req = req;
 	t->lk = *lk;
 	t->deadline = plock_deadline();
@@ -669,7 +674,7 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	pthread_mutex_lock(&plk.lock);
 	TAILQ_INSERT_TAIL(&plk.tests, t, entry);
 	ret = wslock_test(cluster_handle(), &r, lk->l_type == F_RDLCK ?
-	    WSLOCK_SHARED : WSLOCK_EXCLUSIVE, t, &t->reqid);
+	    WSLOCK_SHARED : WSLOCK_EXCLUSIVE, &t->ct, &t->reqid);
 	if (ret < 0)
 		TAILQ_REMOVE(&plk.tests, t, entry);
 	pthread_mutex_unlock(&plk.lock);
@@ -682,10 +687,11 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 }
 
 /* Lock thread: the server answered an F_GETLK (or it was cancelled). */
-void
-plock_tested(void *reqarg, int status, const struct wslock_conflict *c)
+static void
+plock_tested(struct cluster_tester *ct, int status,
+    const struct wslock_conflict *c)
 {
-	struct plock_test	*t = reqarg;
+	struct plock_test	*t = (struct plock_test *)ct;
 	struct flock		*lk = &t->lk;
 	int			 expired;
 
@@ -713,7 +719,7 @@ plock_tested(void *reqarg, int status, const struct wslock_conflict *c)
 }
 
 /* Lock thread: cancel what must not wait that the server left too long. */
-void
+static int
 plock_tick(void)
 {
 	struct plock_test	*t;
@@ -744,6 +750,19 @@ plock_tick(void)
 		}
 	}
 	pthread_mutex_unlock(&plk.lock);
+	/* Deadlines are lock_timeout apart: ten checks a second do. */
+	return 100;
+}
+
+static const struct cluster_user plock_user = {
+	.kind = 'p',
+	.tick = plock_tick,
+};
+
+void
+plock_init(void)
+{
+	cluster_register(&plock_user);
 }
 
 void

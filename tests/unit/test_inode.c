@@ -29,13 +29,6 @@
 struct wsfs wsfs;
 static char base[64];
 
-/* The inode table tells glock.c of freed inodes; no cluster here. */
-void
-glock_inode_gone(struct inode *in)
-{
-	(void)in;
-}
-
 static void
 mk(const char *rel, mode_t mode)
 {
