@@ -1,6 +1,6 @@
 /*
  * wsctl: the admin and task-runner tool. Each subcommand lives in its own
- * cmd-*.c file and is one row of the table in wsctl.c.
+ * cmd-*.c file and is one row of the table in main.c.
  */
 #ifndef WSCTL_H
 #define WSCTL_H
@@ -11,7 +11,7 @@
 #include <time.h>
 
 /*
- * One row of a command table: wsctl's commands (wsctl.c) and the
+ * One row of a command table: wsctl's commands (main.c) and the
  * subcommands of wsctl scratch and wsctl workspace. A table ends with a
  * row whose name is NULL.
  */
