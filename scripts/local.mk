@@ -35,3 +35,18 @@ install-wsfs-tmpfiles:
 uninstall-wsfs-tmpfiles:
 	rm -f '$(DESTDIR)$(tmpfilesdir)/wsfs.conf'
 .PHONY: install-wsfs-tmpfiles uninstall-wsfs-tmpfiles
+
+# The module graph of each program (who calls whom, from its objects)
+# must stay a DAG: scripts/modgraph fails on a cycle. make modgraph prints
+# it, as in README's Development section.
+EXTRA_DIST += scripts/modgraph
+modgraph_args = \
+	fs/wsfs: $(fs_wsfs_OBJECTS) $(fs_wsfs_LDADD) \
+	lockd/wslockd: $(lockd_wslockd_OBJECTS) $(lockd_wslockd_LDADD) \
+	tools/wsctl: $(tools_wsctl_OBJECTS) $(tools_wsctl_LDADD)
+check-modules: $(sbin_PROGRAMS)
+	$(AM_V_GEN)/usr/bin/python3 $(srcdir)/scripts/modgraph --check \
+	    $(modgraph_args)
+modgraph: $(sbin_PROGRAMS)
+	@/usr/bin/python3 $(srcdir)/scripts/modgraph $(modgraph_args)
+.PHONY: check-modules modgraph

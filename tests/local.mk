@@ -3,7 +3,7 @@
 # prints the one summary line "N passed, N failed, N skipped".
 EXTRA_DIST += tests/run tests/conftest.py tests/wsfstest.py
 
-check-local: $(UNIT_TESTS)
+check-local: check-modules $(UNIT_TESTS)
 	/usr/bin/python3 $(srcdir)/tests/run --srcdir=$(abs_srcdir) \
 	    --builddir=$(abs_builddir) $(UNIT_TESTS)
 
