@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,4 +67,52 @@ wsctl_sub_usage(const char *parent, const struct wsctl_cmd *table,
 
 	if ((c = wsctl_cmd_find(table, name)) != NULL)
 		printf("usage: wsctl %s %s %s\n", parent, c->name, c->usage);
+}
+
+int
+wsctl_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
+    const struct option *longopts)
+{
+	static char	**started;
+	char		  opts[32];
+	int		  c, plus = shortopts[0] == '+';
+
+	if (argv != started) {
+		started = argv;
+		optind = 1;
+		opterr = 0;
+	}
+	/* A leading ':' makes a missing value ':', not '?'; after any '+'. */
+	snprintf(opts, sizeof opts, "%s:%s", plus ? "+" : "", shortopts + plus);
+	if ((c = getopt_long(argc, argv, opts, longopts, NULL)) == '?') {
+		if (optopt != 0)
+			wsctl_usage_error(cmd, "unknown option '-%c'", optopt);
+		else
+			wsctl_usage_error(cmd, "unknown option '%s'",
+			    argv[optind - 1]);
+	} else if (c == ':')
+		wsctl_usage_error(cmd, "option '%s' needs a value",
+		    argv[optind - 1]);
+	return c == ':' ? '?' : c;
+}
+
+int
+wsctl_opt_refused(const char *cmd, const struct option *longopts, int c)
+{
+	const struct option	*o;
+
+	for (o = longopts; o->name != NULL; o++)
+		if (o->flag == NULL && o->val == c)
+			return wsctl_usage_error(cmd, "option '--%s' does not "
+			    "go with this command", o->name);
+	return wsctl_usage_error(cmd, "unknown option '-%c'", c);
+}
+
+int
+wsctl_no_operands(const char *cmd, int argc, char **argv)
+{
+	if (optind < argc)
+		return wsctl_usage_error(cmd, "unexpected argument '%s'",
+		    argv[optind]);
+	return 0;
 }
