@@ -454,6 +454,46 @@ def outcome(fn, *args, **kwargs):
         return ("err", errno.errorcode.get(e.errno, str(e.errno)))
 
 
+def processes_naming(path):
+    """(pid, program) of every live process whose command line names
+    path: the daemons a test started there and anything they left."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{p}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if path.encode() in cmd and state != "Z":
+            found.append((int(p), cmd.split(b"\0")[0].decode()))
+    return found
+
+
+def where(pid):
+    """What a stuck process is doing, from /proc."""
+    out = []
+    for f in ("wchan", "syscall", "stack"):
+        try:
+            with open(f"/proc/{pid}/{f}") as fp:
+                out.append(f"{f}: {fp.read().strip()}")
+        except OSError as e:
+            out.append(f"{f}: {e.strerror}")
+    return "; ".join(out)
+
+
+def errno_of(fn, *args):
+    """The errno fn(*args) failed with, 0 if it did not fail."""
+    try:
+        fn(*args)
+    except OSError as e:
+        return e.errno
+    return 0
+
+
 def errname(e):
     """The symbolic name of errno value e ("ENOENT")."""
     return errno.errorcode.get(e, str(e))

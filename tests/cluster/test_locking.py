@@ -12,6 +12,7 @@ import pytest
 
 import clusterlib
 from clusterlib import LONG, finish, lines, wait_line
+from wsfstest import errno_of
 
 NODES = (1, 2, 3)
 
@@ -69,14 +70,6 @@ def put(path, data):
 def get(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def errno_of(fn, *args):
-    try:
-        fn(*args)
-    except OSError as e:
-        return e.errno
-    return 0
 
 
 def test_read_after_write(cluster):

@@ -501,6 +501,30 @@ class Env:
         return status
 
 
+def owned_env(tmp, programs):
+    """The body of a suite's env fixture: skips unless programs are
+    built, yields an Env, then stops every process of it and fails the
+    test on a wslockd crash or a sanitizer report of a client."""
+    import pytest
+    for p in programs:
+        if not os.access(p, os.X_OK):
+            pytest.skip(f"{p} not built (run make check)")
+    e = Env(tmp)
+    failed = []
+    try:
+        yield e
+    finally:
+        for st, s in zip(e.cleanup(), e.servers):
+            # A crash or a sanitizer report makes the exit status non-zero.
+            if st not in (0, None):
+                failed.append(f"wslockd exited {st}:\n{s.log()[-4000:]}")
+    # Whatever a client printed besides its protocol: sanitizer reports.
+    if any("Sanitizer" in n or "runtime error" in n for n in e.noise):
+        failed.append("client output:\n" + "\n".join(e.noise[:60]))
+    if failed:
+        pytest.fail("\n".join(failed), pytrace=False)
+
+
 def poll_until(fn, timeout=10, step=0.02):
     """Poll fn until it is true or the time runs out; returns its value."""
     deadline = time.monotonic() + timeout

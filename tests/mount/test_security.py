@@ -34,6 +34,7 @@ import pytest
 
 from wsfstest import (RENAME_EXCHANGE, WSCTL, WSLOCKD, USER_GID, USER_UID,
                       call_as, renameat2, wait_for)
+from wsfstest import errno_of as outcome_errno
 
 U, G = USER_UID, USER_GID
 SECRET = b"ROOT-ONLY-SECRET\n"
@@ -640,14 +641,6 @@ def test_top_level_admin_uid_is_that_uid_only(mount_factory):
     assert call_as(U, G, lambda: outcome_errno(os.mkdir, m.path("z")),
                    groups=(SUPP,)) == 0
     assert "z" in os.listdir(m.source) and "x" not in os.listdir(m.source)
-
-
-def outcome_errno(fn, *args):
-    try:
-        fn(*args)
-    except OSError as e:
-        return e.errno
-    return 0
 
 
 # --- 4. one uid cannot use up the node's locks ------------------------------
