@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "wslock.h"
 #include "wsfs.h"
 
@@ -121,10 +122,7 @@ cluster_handle(void)
 uint64_t
 cluster_now_ms(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return clock_ms(CLOCK_MONOTONIC);
 }
 
 /*

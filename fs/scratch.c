@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
+#include "clock.h"
 #include "log.h"
 #include "nofollow.h"
 #include "number.h"
@@ -652,15 +653,6 @@ scratch_sweep_lock(struct scratch_base *sb, int *fdp)
 	return 0;
 }
 
-static double
-now_mono(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static unsigned
 use_hash(const char *id)
 {
@@ -788,7 +780,7 @@ scratch_note_use(struct scratch_base *sb, const char *id)
 
 	if (!scratch_id_valid(id))
 		return;
-	now = now_mono();
+	now = clock_s(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&sb->mtx);
 	if ((e = use_get(sb, id, now)) != NULL) {
 		if (now - e->written >= sb->note_interval) {
@@ -813,7 +805,7 @@ scratch_hold_open(struct scratch_base *sb, const char *id)
 	if (!scratch_id_valid(id))
 		return;
 	pthread_mutex_lock(&sb->mtx);
-	if ((e = use_get(sb, id, now_mono())) != NULL)
+	if ((e = use_get(sb, id, clock_s(CLOCK_MONOTONIC))) != NULL)
 		e->holds++;
 	pthread_mutex_unlock(&sb->mtx);
 	/* Takes the shared lock now that there is a hold. */
@@ -835,7 +827,7 @@ scratch_hold_close(struct scratch_base *sb, const char *id)
 		fd = e->lockfd;		/* closed after mtx, as it was opened */
 		e->lockfd = -1;
 		e->locked = 0;
-		e->written = now_mono();
+		e->written = clock_s(CLOCK_MONOTONIC);
 		last = 1;
 	}
 	pthread_mutex_unlock(&sb->mtx);
