@@ -21,14 +21,7 @@
 #include "wsfs.h"
 
 /* Count every error answer of this file for the operation being served. */
-static int
-ws_reply_err(fuse_req_t req, int err)
-{
-	if (err != 0)
-		stats_error(-1);
-	return fuse_reply_err(req, err);
-}
-#define fuse_reply_err ws_reply_err
+#define fuse_reply_err(req, err) stats_reply_err(req, -1, err)
 
 struct wsdir {
 	struct wshandle	 h;		/* must be first */

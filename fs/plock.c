@@ -449,7 +449,7 @@ static void
 plock_reply(struct plock_wait *pw, int status)
 {
 	fuse_req_interrupt_func(pw->req, NULL, NULL);
-	fuse_reply_err(pw->req, plock_errno(status));
+	stats_reply_err(pw->req, OP_LOCK, plock_errno(status));
 }
 
 /* Inval thread: drop the kernel's cache of the file, then answer. */
@@ -537,11 +537,11 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 		log_limited(LOG_ERR, "plock-timeout", "node %s: lock service %s "
 		    "away for longer than lock_timeout: EIO", wsfs.conf.node,
 		    wsfs.conf.lockd);
-		fuse_reply_err(req, EIO);
+		stats_reply_err(req, OP_LOCK, EIO);
 		return;
 	}
 	if ((pw = calloc(1, sizeof *pw)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
+		stats_reply_err(req, OP_LOCK, ENOMEM);
 		return;
 	}
 	pw->w.done = plock_done;
@@ -556,7 +556,7 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 	pw->owner = r->owner;
 	pw->wait = sleep;
 	if ((ret = pq_reserve(pw, fuse_req_ctx(req)->uid)) < 0) {
-		fuse_reply_err(req, -ret);
+		stats_reply_err(req, OP_LOCK, -ret);
 		free(pw);
 		return;
 	}
@@ -606,7 +606,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	int			ret;
 
 	if (lk->l_start < 0 || lk->l_len < 0) {
-		fuse_reply_err(req, EINVAL);
+		stats_reply_err(req, OP_LOCK, EINVAL);
 		return;
 	}
 	start = (uint64_t)lk->l_start;
@@ -615,7 +615,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	if (lk->l_type == F_UNLCK) {
 		if ((ret = pq_unlock('p', in->ino, r.owner, start, end)) == 0)
 			ret = wslock_unlock(cluster_handle(), &r);
-		fuse_reply_err(req, -ret);
+		stats_reply_err(req, OP_LOCK, -ret);
 		cluster_wake();
 		return;
 	}
@@ -656,11 +656,11 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 		log_limited(LOG_ERR, "getlk-timeout", "node %s: F_GETLK with "
 		    "the lock service %s away for longer than lock_timeout: "
 		    "EIO", wsfs.conf.node, wsfs.conf.lockd);
-		fuse_reply_err(req, EIO);
+		stats_reply_err(req, OP_LOCK, EIO);
 		return;
 	}
 	if ((t = calloc(1, sizeof *t)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
+		stats_reply_err(req, OP_LOCK, ENOMEM);
 		return;
 	}
 	t->ct.tested = plock_tested;
@@ -680,7 +680,7 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	pthread_mutex_unlock(&plk.lock);
 	if (ret < 0) {
 		free(t);
-		fuse_reply_err(req, -ret);
+		stats_reply_err(req, OP_LOCK, -ret);
 		return;
 	}
 	cluster_wake();
@@ -700,7 +700,8 @@ plock_tested(struct cluster_tester *ct, int status,
 	expired = t->expired;
 	pthread_mutex_unlock(&plk.lock);
 	if (status < 0)
-		fuse_reply_err(t->req, expired ? EIO : plock_errno(status));
+		stats_reply_err(t->req, OP_LOCK, expired ? EIO :
+		    plock_errno(status));
 	else {
 		if (status == 0)
 			lk->l_type = F_UNLCK;
@@ -776,7 +777,8 @@ plock_flock(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	    &r);
 	if ((op & ~LOCK_NB) == LOCK_UN) {
 		pq_release('f', in->ino, r.owner);
-		fuse_reply_err(req, -wslock_unlock(cluster_handle(), &r));
+		stats_reply_err(req, OP_LOCK, -wslock_unlock(cluster_handle(),
+		    &r));
 		cluster_wake();
 		return;
 	}

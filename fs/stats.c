@@ -77,6 +77,14 @@ stats_error(int op)
 		__atomic_add_fetch(&st.errors[op], 1, __ATOMIC_RELAXED);
 }
 
+int
+stats_reply_err(fuse_req_t req, int op, int err)
+{
+	if (err != 0)
+		stats_error(op);
+	return fuse_reply_err(req, err);
+}
+
 void
 stats_count(int counter, unsigned long long n)
 {

@@ -381,6 +381,13 @@ enum stats_counter {
 void		 stats_begin(int op, uint64_t *t0);
 void		 stats_end(int op, uint64_t t0);
 void		 stats_error(int op);
+/*
+ * The one way to answer with an error: fuse_reply_err(req, err), err 0 or
+ * a positive errno, a non-zero one counted as an error of op (-1: of the
+ * operation the calling thread serves). Threads that serve none (the
+ * io_uring and lock threads) name the operation.
+ */
+int		 stats_reply_err(fuse_req_t req, int op, int err);
 void		 stats_count(int counter, unsigned long long n);
 unsigned long long stats_counter(int counter);
 const char	*stats_op_name(int op);
