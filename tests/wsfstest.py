@@ -485,6 +485,16 @@ def where(pid):
     return "; ".join(out)
 
 
+def reap(proc, timeout=30):
+    """Wait for proc to end; kill it if it has not within timeout.
+    Returns its exit status."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 def errno_of(fn, *args):
     """The errno fn(*args) failed with, 0 if it did not fail."""
     try:
@@ -653,6 +663,27 @@ def _check(ret, what):
 def renameat2(old, new, flags=0):
     return _check(libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD,
                                  os.fsencode(new), flags), "renameat2")
+
+
+# Every change of the mount's top level (m: a Mount with workspaces ws1 and
+# ws2, and a user.old xattr on its SOURCE for removexattr): refused to all
+# but admin_uid, which may still only make and remove directories.
+TOP_LEVEL_CHANGES = {
+    "mkdir": lambda m: os.mkdir(m.path("new")),
+    "create": lambda m: os.close(os.open(m.path("new"), os.O_CREAT |
+                                         os.O_WRONLY, 0o644)),
+    "mknod": lambda m: os.mkfifo(m.path("new")),
+    "symlink": lambda m: os.symlink("ws1", m.path("new")),
+    "rename": lambda m: os.rename(m.path("ws1"), m.path("new")),
+    "exchange": lambda m: renameat2(m.path("ws1"), m.path("ws2"),
+                                    RENAME_EXCHANGE),
+    "rmdir": lambda m: os.rmdir(m.path("ws2")),
+    "chmod-root": lambda m: os.chmod(m.mnt, 0o777),
+    "chown-root": lambda m: os.chown(m.mnt, USER_UID, -1),
+    "utime-root": lambda m: os.utime(m.mnt, (0, 0)),
+    "setxattr-root": lambda m: os.setxattr(m.mnt, "user.new", b"1"),
+    "removexattr-root": lambda m: os.removexattr(m.mnt, "user.old"),
+}
 
 
 def utimensat(path, atime, mtime, follow=True):
