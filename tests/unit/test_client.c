@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "clock.h"
 #include "lockd.h"
@@ -681,18 +681,11 @@ t_secret_refused_new_id(void **state)
 	fake_free(fk);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_cancel_unsent_calls_back_later),
-		cmocka_unit_test(t_blocking_call_runs_no_callback),
-		cmocka_unit_test(t_silent_server_is_retried),
-		cmocka_unit_test(t_conn_stats),
-		cmocka_unit_test(t_async_test),
-		cmocka_unit_test(t_grant_crossing_cancel_then_eof),
-		cmocka_unit_test(t_secret_refused_new_id),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(t_cancel_unsent_calls_back_later),
+    cmocka_unit_test(t_blocking_call_runs_no_callback),
+    cmocka_unit_test(t_silent_server_is_retried),
+    cmocka_unit_test(t_conn_stats),
+    cmocka_unit_test(t_async_test),
+    cmocka_unit_test(t_grant_crossing_cancel_then_eof),
+    cmocka_unit_test(t_secret_refused_new_id))
