@@ -394,6 +394,23 @@ plock_service_gone(void)
 	    (uint64_t)(wsfs.conf.lock_timeout * 1000);
 }
 
+/*
+ * A request that must not wait (what) while the service has been away for
+ * longer than lock_timeout: logged (rate-limited under key), answered EIO,
+ * and 1 returned; else 0.
+ */
+static int
+plock_gone_reply(fuse_req_t req, const char *key, const char *what)
+{
+	if (!plock_service_gone())
+		return 0;
+	log_limited(LOG_ERR, key, "node %s: %s with the lock service %s away "
+	    "for longer than lock_timeout: EIO", wsfs.conf.node, what,
+	    wsfs.conf.lockd);
+	stats_reply_err(req, OP_LOCK, EIO);
+	return 1;
+}
+
 static uint64_t
 plock_deadline(void)
 {
@@ -533,13 +550,8 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 	struct plock_wait	*pw;
 	int			 ret;
 
-	if (!sleep && plock_service_gone()) {
-		log_limited(LOG_ERR, "plock-timeout", "node %s: lock service %s "
-		    "away for longer than lock_timeout: EIO", wsfs.conf.node,
-		    wsfs.conf.lockd);
-		stats_reply_err(req, OP_LOCK, EIO);
+	if (!sleep && plock_gone_reply(req, "plock-timeout", "a lock request"))
 		return;
-	}
 	if ((pw = calloc(1, sizeof *pw)) == NULL) {
 		stats_reply_err(req, OP_LOCK, ENOMEM);
 		return;
@@ -652,13 +664,8 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	uint64_t		 start, end;
 	int			 ret;
 
-	if (plock_service_gone()) {
-		log_limited(LOG_ERR, "getlk-timeout", "node %s: F_GETLK with "
-		    "the lock service %s away for longer than lock_timeout: "
-		    "EIO", wsfs.conf.node, wsfs.conf.lockd);
-		stats_reply_err(req, OP_LOCK, EIO);
+	if (plock_gone_reply(req, "getlk-timeout", "F_GETLK"))
 		return;
-	}
 	if ((t = calloc(1, sizeof *t)) == NULL) {
 		stats_reply_err(req, OP_LOCK, ENOMEM);
 		return;
