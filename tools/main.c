@@ -20,8 +20,8 @@ static const struct wsctl_cmd wsctl_cmds[] = {
 	    "remove ended and idle scratch workspaces now", cmd_sweep },
 	{ "lock", "[--lockd ADDR] [--key FILE] [--shared] [--wait SECONDS] "
 	    "KEY -- COMMAND...\n       wsctl lock [--shared] [--wait SECONDS] "
-	    "--workspace MOUNT/WS -- COMMAND...", "run a command holding a cluster-wide lock",
-	    cmd_lock },
+	    "--workspace MOUNT/WS -- COMMAND...",
+	    "run a command holding a cluster-wide lock", cmd_lock },
 	{ "locks", "[--lockd ADDR] [--key FILE] [--json]",
 	    "list the lock server's sessions, holders and waiters",
 	    cmd_locks },
