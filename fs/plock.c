@@ -726,6 +726,21 @@ plock_tested(struct cluster_tester *ct, int status,
 	free(t);
 }
 
+/*
+ * Lock thread, plk.lock held: a request past its deadline is cancelled
+ * once (the cancel answers it EIO), logged rate-limited under key.
+ */
+static void
+plock_expire(int *expired, uint64_t reqid, const char *key, const char *what)
+{
+	if (*expired)
+		return;
+	*expired = 1;
+	log_limited(LOG_ERR, key, "node %s: no answer to %s from %s within "
+	    "lock_timeout: EIO", wsfs.conf.node, what, wsfs.conf.lockd);
+	(void)wslock_cancel(cluster_handle(), reqid);
+}
+
 /* Lock thread: cancel what must not wait that the server left too long. */
 static int
 plock_tick(void)
@@ -738,24 +753,13 @@ plock_tick(void)
 	TAILQ_FOREACH(pw, &plk.nowait, entry) {
 		if (pw->deadline > now)
 			break;
-		if (!pw->expired) {
-			pw->expired = 1;
-			log_limited(LOG_ERR, "plock-timeout", "node %s: no answer "
-			    "to a lock request from %s within lock_timeout: EIO",
-			    wsfs.conf.node, wsfs.conf.lockd);
-			(void)wslock_cancel(cluster_handle(), pw->reqid);
-		}
+		plock_expire(&pw->expired, pw->reqid, "plock-timeout",
+		    "a lock request");
 	}
 	TAILQ_FOREACH(t, &plk.tests, entry) {
 		if (t->deadline > now)
 			break;
-		if (!t->expired) {
-			t->expired = 1;
-			log_limited(LOG_ERR, "getlk-timeout", "node %s: no answer "
-			    "to F_GETLK from %s within lock_timeout: EIO",
-			    wsfs.conf.node, wsfs.conf.lockd);
-			(void)wslock_cancel(cluster_handle(), t->reqid);
-		}
+		plock_expire(&t->expired, t->reqid, "getlk-timeout", "F_GETLK");
 	}
 	pthread_mutex_unlock(&plk.lock);
 	/* Deadlines are lock_timeout apart: ten checks a second do. */
