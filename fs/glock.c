@@ -136,7 +136,7 @@ static struct {
  */
 static int	glock_log_fd = -1;
 
-void
+static void
 glock_history_open(void)
 {
 	if (wsfs.conf.lock_log == NULL)
@@ -527,7 +527,7 @@ glock_trim_locked(uint64_t now)
 	}
 }
 
-void
+static void
 glock_revoke(const void *key, size_t keylen)
 {
 	struct glock	*g;
@@ -542,7 +542,7 @@ glock_revoke(const void *key, size_t keylen)
 }
 
 /* The lock went with the lease: nothing cached under it may stay. */
-void
+static void
 glock_lost(const void *key, size_t keylen)
 {
 	struct glock	*g;
@@ -577,7 +577,7 @@ glock_lost(const void *key, size_t keylen)
 		glock_drop_caches(nodeid, names);
 }
 
-void
+static void
 glock_state_changed(void)
 {
 	pthread_mutex_lock(&gl.lock);
@@ -590,7 +590,7 @@ glock_state_changed(void)
  * fail parked sets past their deadline. Returns how many milliseconds may
  * pass before the next call.
  */
-int
+static int
 glock_tick(void)
 {
 	struct glock	*g, *prev;
@@ -1133,7 +1133,7 @@ glock_drop_stale_pages(void)
 	u.sizes = sizes + n;
 	u.n = 0;
 	u.max = GLOCK_RELEASED_MAX;
-	ws_open_files_foreach(glock_note_unheld, &u);
+	handle_files_foreach(glock_note_unheld, &u);
 	n += (unsigned int)u.n;
 	for (i = 0; i < n; i++) {
 		glock_drop_pages((void *)(uintptr_t)ids[i]);
@@ -1166,7 +1166,7 @@ glock_gone(ino_t ino)
 }
 
 /* Called with the inode table locked (the one lock taken before ours). */
-void
+static void
 glock_inode_gone(struct inode *in)
 {
 	struct glock	*g;
@@ -1195,7 +1195,7 @@ glock_sync_one(const void *nodep, VISIT which, int depth)
 }
 
 /* At unmount: make every written object durable; the session end frees. */
-void
+static void
 glock_release_all(void)
 {
 	pthread_mutex_lock(&gl.lock);
@@ -1261,4 +1261,21 @@ glock_put(struct glock *g, int wrote)
 		g->dirty = 1;
 	glock_set_drop_locked(&s, 1);
 	pthread_mutex_unlock(&gl.lock);
+}
+
+static const struct cluster_user glock_user = {
+	.kind = 'g',
+	.opened = glock_history_open,
+	.revoke = glock_revoke,
+	.lost = glock_lost,
+	.state_changed = glock_state_changed,
+	.tick = glock_tick,
+	.release_all = glock_release_all,
+};
+
+void
+glock_init(void)
+{
+	cluster_register(&glock_user);
+	inode_on_free(glock_inode_gone);
 }
