@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "wslock.h"
 #include "wsfs.h"
 
@@ -35,6 +36,8 @@ struct cluster_queue {
 	int			 stop;		/* guarded by lock */
 };
 
+#define CLUSTER_USERS_MAX 4
+
 static struct {
 	struct wslock		*wl;
 	int			 enabled;
@@ -50,6 +53,9 @@ static struct {
 	int			 state;		/* last WSLOCK_* state */
 	uint64_t		 degraded_since; /* ms; 0 while up */
 	unsigned long long	 src_id;	/* SOURCE's inode number */
+	/* Set before cluster_init, read-only after. */
+	const struct cluster_user *users[CLUSTER_USERS_MAX];
+	size_t			 nusers;
 } cl = {
 	.work = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	    .cond = PTHREAD_COND_INITIALIZER },
@@ -59,6 +65,14 @@ static struct {
 	    .cond = PTHREAD_COND_INITIALIZER },
 	.wake_fd = -1,
 };
+
+void
+cluster_register(const struct cluster_user *u)
+{
+	if (cl.nusers == CLUSTER_USERS_MAX)
+		fatalx("%s: more than %d users", __func__, CLUSTER_USERS_MAX);
+	cl.users[cl.nusers++] = u;
+}
 
 int
 cluster_enabled(void)
@@ -108,10 +122,7 @@ cluster_handle(void)
 uint64_t
 cluster_now_ms(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return clock_ms(CLOCK_MONOTONIC);
 }
 
 /*
@@ -194,22 +205,39 @@ cluster_done(struct wslock *wl, uint64_t reqid, int status, uint64_t token,
 	w->done(w, status, token);
 }
 
+/* The user whose keys start with the key's first byte, or NULL. */
+static const struct cluster_user *
+cluster_user_of(const struct wslock_range *r)
+{
+	size_t	i;
+
+	if (r->keylen == 0)
+		return NULL;
+	for (i = 0; i < cl.nusers; i++)
+		if (cl.users[i]->kind == ((const char *)r->key)[0])
+			return cl.users[i];
+	return NULL;
+}
+
 static void
 cluster_revoke(struct wslock *wl, const struct wslock_range *r,
     uint64_t token, void *arg)
 {
-	if (r->keylen > 0 && ((const char *)r->key)[0] == 'g')
-		glock_revoke(r->key, r->keylen);
+	const struct cluster_user	*u = cluster_user_of(r);
+
+	if (u != NULL && u->revoke != NULL)
+		u->revoke(r->key, r->keylen);
 }
 
 static void
 cluster_lost(struct wslock *wl, const struct wslock_range *r, int mode,
     uint64_t token, int reason, void *arg)
 {
-	const char	*k = r->key;
+	const struct cluster_user	*u = cluster_user_of(r);
+	const char			*k = r->key;
 
-	if (r->keylen > 0 && k[0] == 'g')
-		glock_lost(r->key, r->keylen);
+	if (u != NULL && u->lost != NULL)
+		u->lost(r->key, r->keylen);
 	log_limited(LOG_WARNING, "lock-lost", "node %s lost lock %.*s "
 	    "(token %llu): %s", wsfs.conf.node, (int)r->keylen, k,
 	    (unsigned long long)token, strerror(-reason));
@@ -218,6 +246,7 @@ cluster_lost(struct wslock *wl, const struct wslock_range *r, int mode,
 static void
 cluster_state(struct wslock *wl, int state, void *arg)
 {
+	size_t	i;
 	int	changed = state != cl.state;
 
 	if (state == WSLOCK_UP)
@@ -229,14 +258,18 @@ cluster_state(struct wslock *wl, int state, void *arg)
 	if (changed)
 		log_notice("node %s: lock service %s (%s)", wsfs.conf.node,
 		    cluster_state_name(), wsfs.conf.lockd);
-	glock_state_changed();
+	for (i = 0; i < cl.nusers; i++)
+		if (cl.users[i]->state_changed != NULL)
+			cl.users[i]->state_changed();
 }
 
 static void
 cluster_tested(struct wslock *wl, uint64_t reqid, int status,
     const struct wslock_conflict *c, void *reqarg, void *arg)
 {
-	plock_tested(reqarg, status, c);
+	struct cluster_tester	*t = reqarg;
+
+	t->tested(t, status, c);
 }
 
 static const struct wslock_callbacks cluster_cbs = {
@@ -252,7 +285,8 @@ cluster_lock_loop(void *arg)
 {
 	struct pollfd	pfd[2];
 	uint64_t	v;
-	int		timeout = 100;
+	size_t		i;
+	int		t, timeout = 100;
 
 	pfd[0].fd = wslock_fd(cl.wl);
 	pfd[0].events = POLLIN;
@@ -267,8 +301,11 @@ cluster_lock_loop(void *arg)
 			log_warn("eventfd read: %s", strerror(errno));
 		if (wslock_process(cl.wl) < 0)
 			log_warn("lock client: out of memory");
-		timeout = glock_tick();
-		plock_tick();
+		timeout = 100;
+		for (i = 0; i < cl.nusers; i++)
+			if (cl.users[i]->tick != NULL &&
+			    (t = cl.users[i]->tick()) < timeout)
+				timeout = t;
 	}
 	return NULL;
 }
@@ -321,6 +358,7 @@ cluster_init(void)
 	struct wslock_params	 p;
 	struct stat		 st;
 	char			 host[256];
+	size_t			 i;
 	int			 r;
 
 	STAILQ_INIT(&cl.work.tasks);
@@ -350,7 +388,9 @@ cluster_init(void)
 		return r;
 	}
 	cl.enabled = 1;
-	glock_history_open();
+	for (i = 0; i < cl.nusers; i++)
+		if (cl.users[i]->opened != NULL)
+			cl.users[i]->opened();
 	return 0;
 }
 
@@ -380,12 +420,16 @@ cluster_start(void)
 void
 cluster_shutdown(void)
 {
+	size_t	i;
+
 	if (!cl.enabled)
 		return;
 	cluster_queue_stop(&cl.ops);
 	cluster_queue_stop(&cl.work);
 	cluster_queue_stop(&cl.inval);
-	glock_release_all();
+	for (i = 0; i < cl.nusers; i++)
+		if (cl.users[i]->release_all != NULL)
+			cl.users[i]->release_all();
 	cl.stop = 1;
 	cluster_wake();
 	pthread_join(cl.lock_thread, NULL);

@@ -92,6 +92,7 @@ struct glock {
 	int			 dirty;		/* written since acquired */
 	int			 names;		/* names cached under this hold */
 	int			 lost;		/* lost while being given back */
+	int			 gone;		/* its last name was removed */
 	unsigned int		 users;		/* operations holding it */
 	unsigned int		 waiters;	/* sets parked on it */
 	uint64_t		 acquired_ms;
@@ -135,7 +136,7 @@ static struct {
  */
 static int	glock_log_fd = -1;
 
-void
+static void
 glock_history_open(void)
 {
 	if (wsfs.conf.lock_log == NULL)
@@ -345,6 +346,7 @@ glock_done(struct cluster_waiter *w, int status, uint64_t token)
 			if (g->held == 0) {
 				g->gen++;
 				g->names = 0;
+				g->gone = 0;
 				g->acquired_ms = now;
 			}
 			g->held = g->want;
@@ -426,8 +428,13 @@ glock_do_release(void *arg)
 	int			 dirty, names, reg;
 
 	pthread_mutex_lock(&gl.lock);
-	dirty = g->dirty;
-	names = g->names && g->type == S_IFDIR;
+	/*
+	 * An object without a name (its last one removed under this lock)
+	 * has nothing to make durable for another node, which can reach it
+	 * only by a name, and a removed directory can hold no names again.
+	 */
+	dirty = g->dirty && !g->gone;
+	names = g->names && g->type == S_IFDIR && !g->gone;
 	nodeid = g->nodeid;
 	reg = g->type == S_IFREG;
 	if (dirty && g->fh != NULL && (fh = malloc(sizeof *g->fh +
@@ -449,6 +456,7 @@ glock_do_release(void *arg)
 	if (!g->lost)
 		glock_history("release", g, g->held, 0);
 	g->lost = 0;
+	g->gone = 0;
 	(void)wslock_unlock(cluster_handle(), &r);
 	stats_count(SC_RELEASES, 1);
 	g->held = 0;
@@ -519,7 +527,7 @@ glock_trim_locked(uint64_t now)
 	}
 }
 
-void
+static void
 glock_revoke(const void *key, size_t keylen)
 {
 	struct glock	*g;
@@ -534,7 +542,7 @@ glock_revoke(const void *key, size_t keylen)
 }
 
 /* The lock went with the lease: nothing cached under it may stay. */
-void
+static void
 glock_lost(const void *key, size_t keylen)
 {
 	struct glock	*g;
@@ -559,6 +567,7 @@ glock_lost(const void *key, size_t keylen)
 		g->held = 0;
 		g->revoke = 0;
 		g->names = 0;
+		g->gone = 0;
 		glock_lru_del_locked(g);
 		glock_kick_locked(g, cluster_now_ms());
 		glock_gc_locked(g);
@@ -568,7 +577,7 @@ glock_lost(const void *key, size_t keylen)
 		glock_drop_caches(nodeid, names);
 }
 
-void
+static void
 glock_state_changed(void)
 {
 	pthread_mutex_lock(&gl.lock);
@@ -581,7 +590,7 @@ glock_state_changed(void)
  * fail parked sets past their deadline. Returns how many milliseconds may
  * pass before the next call.
  */
-int
+static int
 glock_tick(void)
 {
 	struct glock	*g, *prev;
@@ -1124,7 +1133,7 @@ glock_drop_stale_pages(void)
 	u.sizes = sizes + n;
 	u.n = 0;
 	u.max = GLOCK_RELEASED_MAX;
-	ws_open_files_foreach(glock_note_unheld, &u);
+	handle_files_foreach(glock_note_unheld, &u);
 	n += (unsigned int)u.n;
 	for (i = 0; i < n; i++) {
 		glock_drop_pages((void *)(uintptr_t)ids[i]);
@@ -1149,6 +1158,7 @@ glock_gone(ino_t ino)
 		return;
 	pthread_mutex_lock(&gl.lock);
 	if ((g = glock_find_locked(ino, 0)) != NULL && g->held) {
+		g->gone = 1;
 		g->revoke = 1;
 		g->acquired_ms = 0;
 	}
@@ -1156,7 +1166,7 @@ glock_gone(ino_t ino)
 }
 
 /* Called with the inode table locked (the one lock taken before ours). */
-void
+static void
 glock_inode_gone(struct inode *in)
 {
 	struct glock	*g;
@@ -1185,7 +1195,7 @@ glock_sync_one(const void *nodep, VISIT which, int depth)
 }
 
 /* At unmount: make every written object durable; the session end frees. */
-void
+static void
 glock_release_all(void)
 {
 	pthread_mutex_lock(&gl.lock);
@@ -1251,4 +1261,21 @@ glock_put(struct glock *g, int wrote)
 		g->dirty = 1;
 	glock_set_drop_locked(&s, 1);
 	pthread_mutex_unlock(&gl.lock);
+}
+
+static const struct cluster_user glock_user = {
+	.kind = 'g',
+	.opened = glock_history_open,
+	.revoke = glock_revoke,
+	.lost = glock_lost,
+	.state_changed = glock_state_changed,
+	.tick = glock_tick,
+	.release_all = glock_release_all,
+};
+
+void
+glock_init(void)
+{
+	cluster_register(&glock_user);
+	inode_on_free(glock_inode_gone);
 }

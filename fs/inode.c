@@ -410,6 +410,14 @@ inode_lru_del_locked(struct inode *in)
 	}
 }
 
+static void	(*inode_free_hook)(struct inode *);
+
+void
+inode_on_free(void (*fn)(struct inode *in))
+{
+	inode_free_hook = fn;
+}
+
 /* Free an inode nobody references any more, then drop what it held. */
 static void
 inode_free_locked(struct inode *in)
@@ -426,7 +434,8 @@ inode_free_locked(struct inode *in)
 		itab.nfds--;
 	}
 	itab.ninodes--;
-	glock_inode_gone(in);
+	if (inode_free_hook != NULL)
+		inode_free_hook(in);
 	free(in->fh);
 	free(in->name);
 	free(in);

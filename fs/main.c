@@ -314,6 +314,9 @@ main(int argc, char **argv)
 	/* Modes from the kernel are already masked with the caller's umask. */
 	umask(0);
 	inode_table_init(wsfs.source_fd, wsfs.conf.max_fds);
+	/* The users of the lock service, before its session opens. */
+	glock_init();
+	plock_init();
 
 	snprintf(err, sizeof err, "-osubtype=wsfs,nosuid,nodev%s%s,fsname=",
 	    wsfs.conf.allow_other ? ",allow_other" : "",

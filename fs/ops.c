@@ -21,14 +21,7 @@
 #include "wsfs.h"
 
 /* Count every error answer of this file for the operation being served. */
-static int
-ws_reply_err(fuse_req_t req, int err)
-{
-	if (err != 0)
-		stats_error(-1);
-	return fuse_reply_err(req, err);
-}
-#define fuse_reply_err ws_reply_err
+#define fuse_reply_err(req, err) stats_reply_err(req, -1, err)
 
 struct wsdir {
 	struct wshandle	 h;		/* must be first */
@@ -37,27 +30,6 @@ struct wsdir {
 	struct dirent	*entry;
 	const char	*held;		/* scratch workspace held open */
 };
-
-/* Every operation starts here: it is also the workspace's last use. */
-static LIST_HEAD(, wshandle)	ws_handles = LIST_HEAD_INITIALIZER(ws_handles);
-static pthread_mutex_t		handles_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void
-ws_handle_add(struct wshandle *h, int is_dir)
-{
-	h->is_dir = is_dir;
-	pthread_mutex_lock(&handles_lock);
-	LIST_INSERT_HEAD(&ws_handles, h, entry);
-	pthread_mutex_unlock(&handles_lock);
-}
-
-static void
-ws_handle_del(struct wshandle *h)
-{
-	pthread_mutex_lock(&handles_lock);
-	LIST_REMOVE(h, entry);
-	pthread_mutex_unlock(&handles_lock);
-}
 
 /* What an open file or directory holds, off the handle list already. */
 static void
@@ -78,6 +50,7 @@ ws_dir_free(struct wsdir *d)
 	free(d);
 }
 
+/* Every operation starts here: it is also the workspace's last use. */
 static struct inode *
 ws_inode(fuse_ino_t ino)
 {
@@ -338,6 +311,15 @@ ws_init(void *userdata, struct fuse_conn_info *conn)
 	/* What readlink returns depends on where the link is: no caching. */
 	conn->want &= ~FUSE_CAP_CACHE_SYMLINKS;
 	conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
+	/*
+	 * Under cluster locks no name from a listing may be cached (the
+	 * kernel stamps readdirplus names with the epoch when it reads the
+	 * reply, which may follow our release), and a readdirplus entry with
+	 * a zero timeout also expires the name the kernel had cached from a
+	 * lookup under the lock: every listing would undo the name cache.
+	 */
+	if (cluster_enabled())
+		conn->want &= ~FUSE_CAP_READDIRPLUS;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
@@ -845,7 +827,7 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	f->fd = fd;
 	f->inode = in;
 	pthread_mutex_init(&f->owners_lock, NULL);
-	ws_handle_add(&f->h, 0);
+	handle_add(&f->h, 0);
 	fi->fh = (uintptr_t)f;
 	/*
 	 * With a lock service, other nodes change files: keep the cached
@@ -868,27 +850,6 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 	inode_opened(in, 1);
 	f->held = scratchd_hold(in);
 	return f;
-}
-
-void
-ws_file_lock_owner(struct fuse_file_info *fi, uint64_t owner)
-{
-	struct wsfile	*f = ws_file(fi);
-	uint64_t	*o;
-	size_t		 i;
-
-	if (f == NULL)
-		return;
-	pthread_mutex_lock(&f->owners_lock);
-	for (i = 0; i < f->nowners; i++)
-		if (f->owners[i] == owner)
-			break;
-	if (i == f->nowners &&
-	    (o = reallocarray(f->owners, f->nowners + 1, sizeof *o)) != NULL) {
-		f->owners = o;
-		f->owners[f->nowners++] = owner;
-	}
-	pthread_mutex_unlock(&f->owners_lock);
 }
 
 static void
@@ -1119,7 +1080,7 @@ ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* OFD locks end with their open file; POSIX ones ended at flush. */
 	for (i = 0; i < f->nowners; i++)
 		plock_release_owner(in, f->owners[i], 0);
-	ws_handle_del(&f->h);
+	handle_del(&f->h);
 	ws_file_free(f);
 	inode_opened(in, -1);
 	fuse_reply_err(req, 0);
@@ -1161,7 +1122,7 @@ ws_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)d;
 	inode_opened(in, 1);
 	d->held = scratchd_hold(in);
-	ws_handle_add(&d->h, 1);
+	handle_add(&d->h, 1);
 	fuse_reply_open(req, fi);
 }
 
@@ -1289,7 +1250,7 @@ ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct wsdir	*d = ws_dir(fi);
 
-	ws_handle_del(&d->h);
+	handle_del(&d->h);
 	ws_dir_free(d);
 	inode_opened(ws_inode(ino), -1);
 	fuse_reply_err(req, 0);
@@ -1680,41 +1641,18 @@ static void t_flock(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
     int op)
 { TIMED(OP_LOCK, ws_flock(r, i, fi, op)); }
 
-/*
- * Call fn for every open regular file, with its inode and backing fd
- * (handles_lock held: fn must not take it, nor wait).
- */
-void
-ws_open_files_foreach(void (*fn)(struct inode *, int, void *), void *arg)
-{
-	struct wshandle	*h;
-	struct wsfile	*f;
-
-	pthread_mutex_lock(&handles_lock);
-	LIST_FOREACH(h, &ws_handles, entry) {
-		if (h->is_dir)
-			continue;
-		f = (struct wsfile *)h;
-		fn(f->inode, f->fd, arg);
-	}
-	pthread_mutex_unlock(&handles_lock);
-}
-
 /* At exit, after the loop: what the kernel never released. */
 void
 ws_handles_free_all(void)
 {
 	struct wshandle	*h;
 
-	pthread_mutex_lock(&handles_lock);
-	while ((h = LIST_FIRST(&ws_handles)) != NULL) {
-		LIST_REMOVE(h, entry);
+	while ((h = handle_pop()) != NULL) {
 		if (h->is_dir)
 			ws_dir_free((struct wsdir *)h);
 		else
 			ws_file_free((struct wsfile *)h);
 	}
-	pthread_mutex_unlock(&handles_lock);
 }
 
 const struct fuse_lowlevel_ops wsfs_ops = {

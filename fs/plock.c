@@ -394,6 +394,23 @@ plock_service_gone(void)
 	    (uint64_t)(wsfs.conf.lock_timeout * 1000);
 }
 
+/*
+ * A request that must not wait (what) while the service has been away for
+ * longer than lock_timeout: logged (rate-limited under key), answered EIO,
+ * and 1 returned; else 0.
+ */
+static int
+plock_gone_reply(fuse_req_t req, const char *key, const char *what)
+{
+	if (!plock_service_gone())
+		return 0;
+	log_limited(LOG_ERR, key, "node %s: %s with the lock service %s away "
+	    "for longer than lock_timeout: EIO", wsfs.conf.node, what,
+	    wsfs.conf.lockd);
+	stats_reply_err(req, OP_LOCK, EIO);
+	return 1;
+}
+
 static uint64_t
 plock_deadline(void)
 {
@@ -449,7 +466,7 @@ static void
 plock_reply(struct plock_wait *pw, int status)
 {
 	fuse_req_interrupt_func(pw->req, NULL, NULL);
-	fuse_reply_err(pw->req, plock_errno(status));
+	stats_reply_err(pw->req, OP_LOCK, plock_errno(status));
 }
 
 /* Inval thread: drop the kernel's cache of the file, then answer. */
@@ -533,15 +550,10 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 	struct plock_wait	*pw;
 	int			 ret;
 
-	if (!sleep && plock_service_gone()) {
-		log_limited(LOG_ERR, "plock-timeout", "node %s: lock service %s "
-		    "away for longer than lock_timeout: EIO", wsfs.conf.node,
-		    wsfs.conf.lockd);
-		fuse_reply_err(req, EIO);
+	if (!sleep && plock_gone_reply(req, "plock-timeout", "a lock request"))
 		return;
-	}
 	if ((pw = calloc(1, sizeof *pw)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
+		stats_reply_err(req, OP_LOCK, ENOMEM);
 		return;
 	}
 	pw->w.done = plock_done;
@@ -556,7 +568,7 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 	pw->owner = r->owner;
 	pw->wait = sleep;
 	if ((ret = pq_reserve(pw, fuse_req_ctx(req)->uid)) < 0) {
-		fuse_reply_err(req, -ret);
+		stats_reply_err(req, OP_LOCK, -ret);
 		free(pw);
 		return;
 	}
@@ -572,6 +584,7 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 		pw->listed = 1;
 		pthread_mutex_unlock(&plk.lock);
 	}
+	__atomic_store_n(&in->plocked, 1, __ATOMIC_SEQ_CST);
 	ret = wslock_lock(cluster_handle(), r, mode, sleep ? WSLOCK_WAIT : 0,
 	    pw, &pw->reqid);
 	if (ret == 0) {
@@ -605,7 +618,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	int			ret;
 
 	if (lk->l_start < 0 || lk->l_len < 0) {
-		fuse_reply_err(req, EINVAL);
+		stats_reply_err(req, OP_LOCK, EINVAL);
 		return;
 	}
 	start = (uint64_t)lk->l_start;
@@ -614,11 +627,11 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	if (lk->l_type == F_UNLCK) {
 		if ((ret = pq_unlock('p', in->ino, r.owner, start, end)) == 0)
 			ret = wslock_unlock(cluster_handle(), &r);
-		fuse_reply_err(req, -ret);
+		stats_reply_err(req, OP_LOCK, -ret);
 		cluster_wake();
 		return;
 	}
-	ws_file_lock_owner(fi, fi->lock_owner);
+	handle_lock_owner(fi, fi->lock_owner);
 	plock_lock(req, in, 'p', &r, lk->l_type == F_RDLCK ? WSLOCK_SHARED :
 	    WSLOCK_EXCLUSIVE, sleep);
 }
@@ -629,6 +642,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
  * away) is cancelled by the lock thread and answered EIO.
  */
 struct plock_test {
+	struct cluster_tester	 ct;		/* must be first */
 	fuse_req_t		 req;
 	struct flock		 lk;
 	uint64_t		 reqid;
@@ -636,6 +650,9 @@ struct plock_test {
 	int			 expired;	/* plk.lock */
 	TAILQ_ENTRY(plock_test)	 entry;		/* plk.lock */
 };
+
+static void	plock_tested(struct cluster_tester *, int,
+		    const struct wslock_conflict *);
 
 void
 plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
@@ -647,17 +664,13 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	uint64_t		 start, end;
 	int			 ret;
 
-	if (plock_service_gone()) {
-		log_limited(LOG_ERR, "getlk-timeout", "node %s: F_GETLK with "
-		    "the lock service %s away for longer than lock_timeout: "
-		    "EIO", wsfs.conf.node, wsfs.conf.lockd);
-		fuse_reply_err(req, EIO);
+	if (plock_gone_reply(req, "getlk-timeout", "F_GETLK"))
 		return;
-	}
 	if ((t = calloc(1, sizeof *t)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
+		stats_reply_err(req, OP_LOCK, ENOMEM);
 		return;
 	}
+	t->ct.tested = plock_tested;
 	t->req = req;
 	t->lk = *lk;
 	t->deadline = plock_deadline();
@@ -668,23 +681,24 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	pthread_mutex_lock(&plk.lock);
 	TAILQ_INSERT_TAIL(&plk.tests, t, entry);
 	ret = wslock_test(cluster_handle(), &r, lk->l_type == F_RDLCK ?
-	    WSLOCK_SHARED : WSLOCK_EXCLUSIVE, t, &t->reqid);
+	    WSLOCK_SHARED : WSLOCK_EXCLUSIVE, &t->ct, &t->reqid);
 	if (ret < 0)
 		TAILQ_REMOVE(&plk.tests, t, entry);
 	pthread_mutex_unlock(&plk.lock);
 	if (ret < 0) {
 		free(t);
-		fuse_reply_err(req, -ret);
+		stats_reply_err(req, OP_LOCK, -ret);
 		return;
 	}
 	cluster_wake();
 }
 
 /* Lock thread: the server answered an F_GETLK (or it was cancelled). */
-void
-plock_tested(void *reqarg, int status, const struct wslock_conflict *c)
+static void
+plock_tested(struct cluster_tester *ct, int status,
+    const struct wslock_conflict *c)
 {
-	struct plock_test	*t = reqarg;
+	struct plock_test	*t = (struct plock_test *)ct;
 	struct flock		*lk = &t->lk;
 	int			 expired;
 
@@ -693,7 +707,8 @@ plock_tested(void *reqarg, int status, const struct wslock_conflict *c)
 	expired = t->expired;
 	pthread_mutex_unlock(&plk.lock);
 	if (status < 0)
-		fuse_reply_err(t->req, expired ? EIO : plock_errno(status));
+		stats_reply_err(t->req, OP_LOCK, expired ? EIO :
+		    plock_errno(status));
 	else {
 		if (status == 0)
 			lk->l_type = F_UNLCK;
@@ -711,8 +726,23 @@ plock_tested(void *reqarg, int status, const struct wslock_conflict *c)
 	free(t);
 }
 
+/*
+ * Lock thread, plk.lock held: a request past its deadline is cancelled
+ * once (the cancel answers it EIO), logged rate-limited under key.
+ */
+static void
+plock_expire(int *expired, uint64_t reqid, const char *key, const char *what)
+{
+	if (*expired)
+		return;
+	*expired = 1;
+	log_limited(LOG_ERR, key, "node %s: no answer to %s from %s within "
+	    "lock_timeout: EIO", wsfs.conf.node, what, wsfs.conf.lockd);
+	(void)wslock_cancel(cluster_handle(), reqid);
+}
+
 /* Lock thread: cancel what must not wait that the server left too long. */
-void
+static int
 plock_tick(void)
 {
 	struct plock_test	*t;
@@ -723,26 +753,28 @@ plock_tick(void)
 	TAILQ_FOREACH(pw, &plk.nowait, entry) {
 		if (pw->deadline > now)
 			break;
-		if (!pw->expired) {
-			pw->expired = 1;
-			log_limited(LOG_ERR, "plock-timeout", "node %s: no answer "
-			    "to a lock request from %s within lock_timeout: EIO",
-			    wsfs.conf.node, wsfs.conf.lockd);
-			(void)wslock_cancel(cluster_handle(), pw->reqid);
-		}
+		plock_expire(&pw->expired, pw->reqid, "plock-timeout",
+		    "a lock request");
 	}
 	TAILQ_FOREACH(t, &plk.tests, entry) {
 		if (t->deadline > now)
 			break;
-		if (!t->expired) {
-			t->expired = 1;
-			log_limited(LOG_ERR, "getlk-timeout", "node %s: no answer "
-			    "to F_GETLK from %s within lock_timeout: EIO",
-			    wsfs.conf.node, wsfs.conf.lockd);
-			(void)wslock_cancel(cluster_handle(), t->reqid);
-		}
+		plock_expire(&t->expired, t->reqid, "getlk-timeout", "F_GETLK");
 	}
 	pthread_mutex_unlock(&plk.lock);
+	/* Deadlines are lock_timeout apart: ten checks a second do. */
+	return 100;
+}
+
+static const struct cluster_user plock_user = {
+	.kind = 'p',
+	.tick = plock_tick,
+};
+
+void
+plock_init(void)
+{
+	cluster_register(&plock_user);
 }
 
 void
@@ -756,7 +788,8 @@ plock_flock(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	    &r);
 	if ((op & ~LOCK_NB) == LOCK_UN) {
 		pq_release('f', in->ino, r.owner);
-		fuse_reply_err(req, -wslock_unlock(cluster_handle(), &r));
+		stats_reply_err(req, OP_LOCK, -wslock_unlock(cluster_handle(),
+		    &r));
 		cluster_wake();
 		return;
 	}
@@ -771,7 +804,9 @@ plock_release_owner(struct inode *in, uint64_t owner, int flock)
 	struct wslock_range	r;
 	char			key[64];
 
-	if (!cluster_enabled())
+	/* Most files are closed without ever having been locked. */
+	if (!cluster_enabled() || !__atomic_load_n(&in->plocked,
+	    __ATOMIC_SEQ_CST))
 		return;
 	plock_range(flock ? 'f' : 'p', in, owner, 0, WSLOCK_EOF, key,
 	    sizeof key, &r);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
+#include "clock.h"
 #include "log.h"
 #include "nofollow.h"
 #include "number.h"
@@ -392,6 +393,33 @@ fail:
 	return r;
 }
 
+/*
+ * Open id's file with suffix in the metadata directory (its name into
+ * name), a regular file only: the fd, with its stat in *st, or -errno.
+ */
+static int
+file_open(struct scratch_base *sb, const char *id, const char *suffix,
+    char *name, size_t len, struct stat *st)
+{
+	int	fd, r;
+
+	if (!scratch_id_valid(id))
+		return -EINVAL;
+	file_name(name, len, id, suffix);
+	/* O_NONBLOCK: a FIFO planted there must not hang us. */
+	if ((fd = openat(sb->meta_fd, name, O_RDONLY | O_NOFOLLOW |
+	    O_CLOEXEC | O_NONBLOCK)) < 0)
+		return -errno;
+	if (fstat(fd, st) < 0)
+		r = -errno;
+	else if (!S_ISREG(st->st_mode))
+		r = -EINVAL;
+	else
+		return fd;
+	close(fd);
+	return r;
+}
+
 int
 scratch_read(struct scratch_base *sb, const char *id, struct scratch_meta *m)
 {
@@ -402,21 +430,8 @@ scratch_read(struct scratch_base *sb, const char *id, struct scratch_meta *m)
 	size_t			 len = 0;
 	int			 fd, r;
 
-	if (!scratch_id_valid(id))
-		return -EINVAL;
-	file_name(name, sizeof name, id, "meta");
-	/* O_NONBLOCK: a FIFO planted there must not hang us. */
-	if ((fd = openat(sb->meta_fd, name, O_RDONLY | O_NOFOLLOW |
-	    O_CLOEXEC | O_NONBLOCK)) < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		r = -EINVAL;
-		goto out;
-	}
+	if ((fd = file_open(sb, id, "meta", name, sizeof name, &st)) < 0)
+		return fd;
 	while (len < sizeof buf) {
 		if ((n = read(fd, buf + len, sizeof buf - len)) < 0) {
 			if (errno == EINTR)
@@ -573,20 +588,8 @@ scratch_lock(struct scratch_base *sb, const char *id, int op, int *fdp)
 	char		name[64];
 	int		fd, r;
 
-	if (!scratch_id_valid(id))
-		return -EINVAL;
-	file_name(name, sizeof name, id, "lock");
-	if ((fd = openat(sb->meta_fd, name, O_RDONLY | O_NOFOLLOW |
-	    O_CLOEXEC | O_NONBLOCK)) < 0)
-		return -errno;
-	if (fstat(fd, &a) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (!S_ISREG(a.st_mode)) {
-		r = -EINVAL;
-		goto fail;
-	}
+	if ((fd = file_open(sb, id, "lock", name, sizeof name, &a)) < 0)
+		return fd;
 	while ((r = flock(fd, op)) < 0 && errno == EINTR)
 		;
 	if (r < 0) {
@@ -650,15 +653,6 @@ scratch_sweep_lock(struct scratch_base *sb, int *fdp)
 	}
 	*fdp = fd;
 	return 0;
-}
-
-static double
-now_mono(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static unsigned
@@ -788,7 +782,7 @@ scratch_note_use(struct scratch_base *sb, const char *id)
 
 	if (!scratch_id_valid(id))
 		return;
-	now = now_mono();
+	now = clock_s(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&sb->mtx);
 	if ((e = use_get(sb, id, now)) != NULL) {
 		if (now - e->written >= sb->note_interval) {
@@ -813,7 +807,7 @@ scratch_hold_open(struct scratch_base *sb, const char *id)
 	if (!scratch_id_valid(id))
 		return;
 	pthread_mutex_lock(&sb->mtx);
-	if ((e = use_get(sb, id, now_mono())) != NULL)
+	if ((e = use_get(sb, id, clock_s(CLOCK_MONOTONIC))) != NULL)
 		e->holds++;
 	pthread_mutex_unlock(&sb->mtx);
 	/* Takes the shared lock now that there is a hold. */
@@ -835,7 +829,7 @@ scratch_hold_close(struct scratch_base *sb, const char *id)
 		fd = e->lockfd;		/* closed after mtx, as it was opened */
 		e->lockfd = -1;
 		e->locked = 0;
-		e->written = now_mono();
+		e->written = clock_s(CLOCK_MONOTONIC);
 		last = 1;
 	}
 	pthread_mutex_unlock(&sb->mtx);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "wsfs.h"
 
 static const char *const stats_names[OP_NOPS] = {
@@ -46,26 +47,17 @@ stats_op_name(int op)
 	return op >= 0 && op < OP_NOPS ? stats_names[op] : "?";
 }
 
-static uint64_t
-stats_now_ns(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 void
 stats_begin(int op, uint64_t *t0)
 {
 	stats_cur = op;
-	*t0 = stats_now_ns();
+	*t0 = clock_ns(CLOCK_MONOTONIC);
 }
 
 void
 stats_end(int op, uint64_t t0)
 {
-	uint64_t	us = (stats_now_ns() - t0) / 1000;
+	uint64_t	us = (clock_ns(CLOCK_MONOTONIC) - t0) / 1000;
 	int		b = 0;
 
 	while (b < LAT_BUCKETS - 1 && us >= (1ULL << b))
@@ -83,6 +75,14 @@ stats_error(int op)
 		op = stats_cur;
 	if (op >= 0 && op < OP_NOPS)
 		__atomic_add_fetch(&st.errors[op], 1, __ATOMIC_RELAXED);
+}
+
+int
+stats_reply_err(fuse_req_t req, int op, int err)
+{
+	if (err != 0)
+		stats_error(op);
+	return fuse_reply_err(req, err);
 }
 
 void

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "nofollow.h"
 #include "rmtree.h"
@@ -101,15 +102,6 @@ fmt_idle(double s, char *buf, size_t len)
 		snprintf(buf, len, "%.2f h", s / 3600);
 }
 
-static double
-now_real(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Decide about one workspace of the base and act on it. */
 static void
 sweep_one(struct scratch_base *sb, const char *id,
@@ -161,7 +153,7 @@ sweep_one(struct scratch_base *sb, const char *id,
 		goto out;
 	}
 	(void)scratch_last_use(sb, id, &last);
-	now = now_real();
+	now = clock_s(CLOCK_REALTIME);
 	v = sweep_decide(&m, 0, last, now, p->ttl_hours, &idle);
 	fmt_idle(idle, idles, sizeof idles);
 	if (last > now + 1 && !p->dry_run) {

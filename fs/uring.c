@@ -162,7 +162,8 @@ uring_done(struct uring_op *op, int err)
 {
 	uring_finish(op, err < 0 ? err : (int)op->done);
 	if (err < 0)
-		fuse_reply_err(op->req, -err);
+		stats_reply_err(op->req, op->kind == UOP_READ ? OP_READ :
+		    op->kind == UOP_WRITE ? OP_WRITE : OP_FSYNC, -err);
 	else if (op->kind == UOP_READ)
 		fuse_reply_buf(op->req, op->buf, op->done);
 	else if (op->kind == UOP_WRITE)
@@ -359,7 +360,7 @@ uring_read(fuse_req_t req, int fd, size_t size, off_t off, uring_done_fn fn,
 	    fn_arg)) == NULL) {
 		if (fn != NULL)
 			fn(fn_arg, -ENOMEM);
-		fuse_reply_err(req, ENOMEM);
+		stats_reply_err(req, OP_READ, ENOMEM);
 		return;
 	}
 	if (size == 0)
@@ -379,7 +380,7 @@ uring_write(fuse_req_t req, int fd, const char *buf, size_t size, off_t off,
 	    fn_arg)) == NULL) {
 		if (fn != NULL)
 			fn(fn_arg, -ENOMEM);
-		fuse_reply_err(req, ENOMEM);
+		stats_reply_err(req, OP_WRITE, ENOMEM);
 		return;
 	}
 	if (size == 0) {
@@ -396,7 +397,7 @@ uring_fsync(fuse_req_t req, int fd, int datasync)
 	struct uring_op	*op;
 
 	if ((op = uring_op_new(req, UOP_FSYNC, fd, 0, 0, NULL, NULL)) == NULL) {
-		fuse_reply_err(req, ENOMEM);
+		stats_reply_err(req, OP_FSYNC, ENOMEM);
 		return;
 	}
 	op->datasync = datasync;

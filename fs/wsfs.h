@@ -62,13 +62,20 @@ struct inode {
 	 */
 	LIST_HEAD(, kname)	 knames;
 	int			 adrift;
+	/*
+	 * Set (atomically, never cleared) once this node asked the lock
+	 * service for a POSIX or flock lock on the inode: a close before that
+	 * has no lock to give back.
+	 */
+	int			 plocked;
 	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
 	char			*name;
 };
 
 /*
- * Every open file and directory handle is on one list, so that handles
- * the kernel never released (unmounted by a signal) are freed at exit.
+ * Every open file and directory handle is on one list (handle.c), so
+ * that handles the kernel never released (unmounted by a signal) are
+ * freed at exit.
  */
 struct wshandle {
 	LIST_ENTRY(wshandle)	 entry;		/* handles_lock */
@@ -113,9 +120,39 @@ extern struct wsfs wsfs;
 struct cluster_waiter {
 	void	(*done)(struct cluster_waiter *w, int status, uint64_t token);
 };
+/*
+ * Something waiting for the answer to a lock test (wslock_test): the
+ * tested callback of libwslock calls t->tested from the lock thread.
+ */
+struct wslock_conflict;
+struct cluster_tester {
+	void	(*tested)(struct cluster_tester *t, int status,
+		    const struct wslock_conflict *c);
+};
+
+/*
+ * A user of the lock service (glock.c, plock.c) registers one of these
+ * from the main thread before cluster_init; the struct is the caller's
+ * and must outlive the mount, any member may be NULL. kind is the first
+ * byte of the keys it makes with cluster_key: revoke and lost of those
+ * keys go to it. opened is called from cluster_init, release_all from
+ * cluster_shutdown, the others from the lock thread; tick returns how
+ * many milliseconds may pass before its next call.
+ */
+struct cluster_user {
+	char	 kind;
+	void	(*opened)(void);
+	void	(*revoke)(const void *key, size_t keylen);
+	void	(*lost)(const void *key, size_t keylen);
+	void	(*state_changed)(void);
+	int	(*tick)(void);
+	void	(*release_all)(void);
+};
+
 struct glock;
 
 /* cluster.c */
+void		 cluster_register(const struct cluster_user *u);
 int		 cluster_init(void);
 void		 cluster_start(void);
 void		 cluster_shutdown(void);
@@ -211,14 +248,8 @@ void		 glock_made(struct inode *in);
 void		 glock_drop_stale_pages(void);
 /* The object's last name was removed: its lock goes back after use. */
 void		 glock_gone(ino_t ino);
-/* The FUSE inode is freed: its node id must not be invalidated again. */
-void		 glock_inode_gone(struct inode *in);
-void		 glock_revoke(const void *key, size_t keylen);
-void		 glock_lost(const void *key, size_t keylen);
-void		 glock_state_changed(void);
-int		 glock_tick(void);
-void		 glock_release_all(void);
-void		 glock_history_open(void);
+/* Register with cluster.c and inode.c: before cluster_init. */
+void		 glock_init(void);
 void		 glock_stats(unsigned long *count, unsigned long *idle);
 
 /* perm.c */
@@ -269,14 +300,30 @@ void		 plock_flock(fuse_req_t req, struct inode *in,
 		     struct fuse_file_info *fi, int op);
 void		 plock_release_owner(struct inode *in, uint64_t owner,
 		     int flock);
-/* From the lock thread: an F_GETLK answered; the timer of waiting ones. */
-struct wslock_conflict;
-void		 plock_tested(void *reqarg, int status,
-		     const struct wslock_conflict *c);
-void		 plock_tick(void);
+/* Register with cluster.c: before cluster_init. */
+void		 plock_init(void);
 
+/* handle.c */
+/* List h (the caller's, until handle_del or handle_pop gives it back). */
+void		 handle_add(struct wshandle *h, int is_dir);
+void		 handle_del(struct wshandle *h);
+/* Take a handle off the list, NULL when none is left: for the exit. */
+struct wshandle	*handle_pop(void);
+/*
+ * Call fn for every open regular file, with its inode and backing fd
+ * (the list's lock held: fn must not list or unlist, nor wait).
+ */
+void		 handle_files_foreach(void (*fn)(struct inode *, int,
+		     void *), void *arg);
+/* Note that owner took an fcntl lock through the open file fi. */
+void		 handle_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 /* inode.c */
 void		 inode_table_init(int source_fd, int max_fds);
+/*
+ * Call fn(in) as each inode is freed, with the table locked: its node id
+ * must not be used again (glock.c registers it). Before the loop starts.
+ */
+void		 inode_on_free(void (*fn)(struct inode *in));
 struct inode	*inode_root(void);
 struct inode	*inode_from_ino(fuse_ino_t ino);
 int		 inode_lookup(struct inode *parent, const char *name,
@@ -334,6 +381,13 @@ enum stats_counter {
 void		 stats_begin(int op, uint64_t *t0);
 void		 stats_end(int op, uint64_t t0);
 void		 stats_error(int op);
+/*
+ * The one way to answer with an error: fuse_reply_err(req, err), err 0 or
+ * a positive errno, a non-zero one counted as an error of op (-1: of the
+ * operation the calling thread serves). Threads that serve none (the
+ * io_uring and lock threads) name the operation.
+ */
+int		 stats_reply_err(fuse_req_t req, int op, int err);
 void		 stats_count(int counter, unsigned long long n);
 unsigned long long stats_counter(int counter);
 const char	*stats_op_name(int op);
@@ -367,10 +421,7 @@ void		 uring_write(fuse_req_t req, int fd, const char *buf,
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
 /* ops.c */
-void		 ws_file_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 void		 ws_handles_free_all(void);
-void		 ws_open_files_foreach(void (*fn)(struct inode *, int,
-		     void *), void *arg);
 extern const struct fuse_lowlevel_ops wsfs_ops;
 
 #endif

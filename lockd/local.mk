@@ -34,8 +34,8 @@ tests_unit_test_auth_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
 tests_unit_test_client_SOURCES = tests/unit/test_client.c
 tests_unit_test_client_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_client_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
-tests_unit_test_client_LDADD = lockd/libwslock.a $(CMOCKA_LIBS) \
-	$(SODIUM_LIBS) -lpthread
+tests_unit_test_client_LDADD = lockd/libwslock.a lockd/libwsutil.a \
+	$(CMOCKA_LIBS) $(SODIUM_LIBS) -lpthread
 endif
 
 if ENABLE_FUZZING
@@ -65,7 +65,8 @@ lockd_libwslock_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 check_PROGRAMS += tests/lockd/lockclient
 tests_lockd_lockclient_SOURCES = tests/lockd/lockclient.c
 tests_lockd_lockclient_CPPFLAGS = $(LOCKD_INC)
-tests_lockd_lockclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
+tests_lockd_lockclient_LDADD = lockd/libwslock.a lockd/libwsutil.a \
+	$(SODIUM_LIBS) -lpthread
 
 dist_man_MANS += lockd/wslockd.8
 
@@ -74,18 +75,20 @@ check_PROGRAMS += tests/lockd/benchclient
 tests_lockd_benchclient_SOURCES = tests/lockd/benchclient.c
 tests_lockd_benchclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_benchclient_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
-tests_lockd_benchclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
+tests_lockd_benchclient_LDADD = lockd/libwslock.a lockd/libwsutil.a \
+	$(SODIUM_LIBS) -lpthread
 
 check_PROGRAMS += tests/lockd/mtclient
 tests_lockd_mtclient_SOURCES = tests/lockd/mtclient.c
 tests_lockd_mtclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_mtclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
 
-# libwsutil: what every program needs and no program owns: logging, the
-# metrics endpoint, JSON strings, strict numbers. metrics.c parses
+# libwsutil: what every program needs and no program owns: logging,
+# clocks, the metrics endpoint, JSON strings, strict numbers. metrics.c parses
 # addresses with addr.c, so its users link libwslock.a (or addr.c) after.
 noinst_LIBRARIES += lockd/libwsutil.a
-lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/metrics.c \
+lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/clock.c \
+	lockd/clock.h lockd/metrics.c \
 	lockd/metrics.h lockd/json.c lockd/json.h lockd/number.c \
 	lockd/number.h lockd/defaults.h
 lockd_libwsutil_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)

@@ -35,3 +35,22 @@ install-wsfs-tmpfiles:
 uninstall-wsfs-tmpfiles:
 	rm -f '$(DESTDIR)$(tmpfilesdir)/wsfs.conf'
 .PHONY: install-wsfs-tmpfiles uninstall-wsfs-tmpfiles
+
+# The module graph of each program (who calls whom, from its objects)
+# must stay a DAG, and README's diagram must be it: scripts/modgraph
+# fails on a cycle or a stale diagram. make modgraph prints the graph,
+# make modgraph-readme writes it into README.md.
+EXTRA_DIST += scripts/modgraph
+modgraph_args = \
+	fs/wsfs: $(fs_wsfs_OBJECTS) $(fs_wsfs_LDADD) \
+	lockd/wslockd: $(lockd_wslockd_OBJECTS) $(lockd_wslockd_LDADD) \
+	tools/wsctl: $(tools_wsctl_OBJECTS) $(tools_wsctl_LDADD)
+check-modules: $(sbin_PROGRAMS)
+	$(AM_V_GEN)/usr/bin/python3 $(srcdir)/scripts/modgraph --check \
+	    --readme $(srcdir)/README.md $(modgraph_args)
+modgraph: $(sbin_PROGRAMS)
+	@/usr/bin/python3 $(srcdir)/scripts/modgraph $(modgraph_args)
+modgraph-readme: $(sbin_PROGRAMS)
+	$(AM_V_GEN)/usr/bin/python3 $(srcdir)/scripts/modgraph --readme \
+	    $(srcdir)/README.md --update $(modgraph_args)
+.PHONY: check-modules modgraph modgraph-readme

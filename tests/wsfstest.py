@@ -454,6 +454,56 @@ def outcome(fn, *args, **kwargs):
         return ("err", errno.errorcode.get(e.errno, str(e.errno)))
 
 
+def processes_naming(path):
+    """(pid, program) of every live process whose command line names
+    path: the daemons a test started there and anything they left."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{p}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if path.encode() in cmd and state != "Z":
+            found.append((int(p), cmd.split(b"\0")[0].decode()))
+    return found
+
+
+def where(pid):
+    """What a stuck process is doing, from /proc."""
+    out = []
+    for f in ("wchan", "syscall", "stack"):
+        try:
+            with open(f"/proc/{pid}/{f}") as fp:
+                out.append(f"{f}: {fp.read().strip()}")
+        except OSError as e:
+            out.append(f"{f}: {e.strerror}")
+    return "; ".join(out)
+
+
+def reap(proc, timeout=30):
+    """Wait for proc to end; kill it if it has not within timeout.
+    Returns its exit status."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def errno_of(fn, *args):
+    """The errno fn(*args) failed with, 0 if it did not fail."""
+    try:
+        fn(*args)
+    except OSError as e:
+        return e.errno
+    return 0
+
+
 def errname(e):
     """The symbolic name of errno value e ("ENOENT")."""
     return errno.errorcode.get(e, str(e))
@@ -613,6 +663,27 @@ def _check(ret, what):
 def renameat2(old, new, flags=0):
     return _check(libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD,
                                  os.fsencode(new), flags), "renameat2")
+
+
+# Every change of the mount's top level (m: a Mount with workspaces ws1 and
+# ws2, and a user.old xattr on its SOURCE for removexattr): refused to all
+# but admin_uid, which may still only make and remove directories.
+TOP_LEVEL_CHANGES = {
+    "mkdir": lambda m: os.mkdir(m.path("new")),
+    "create": lambda m: os.close(os.open(m.path("new"), os.O_CREAT |
+                                         os.O_WRONLY, 0o644)),
+    "mknod": lambda m: os.mkfifo(m.path("new")),
+    "symlink": lambda m: os.symlink("ws1", m.path("new")),
+    "rename": lambda m: os.rename(m.path("ws1"), m.path("new")),
+    "exchange": lambda m: renameat2(m.path("ws1"), m.path("ws2"),
+                                    RENAME_EXCHANGE),
+    "rmdir": lambda m: os.rmdir(m.path("ws2")),
+    "chmod-root": lambda m: os.chmod(m.mnt, 0o777),
+    "chown-root": lambda m: os.chown(m.mnt, USER_UID, -1),
+    "utime-root": lambda m: os.utime(m.mnt, (0, 0)),
+    "setxattr-root": lambda m: os.setxattr(m.mnt, "user.new", b"1"),
+    "removexattr-root": lambda m: os.removexattr(m.mnt, "user.old"),
+}
 
 
 def utimensat(path, atime, mtime, follow=True):

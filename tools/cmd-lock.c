@@ -266,9 +266,7 @@ cmd_lock(int argc, char **argv)
 	int			 ch, mode = WSLOCK_EXCLUSIVE, r, ret;
 	int			 timeout_ms = -1, flags = WSLOCK_WAIT;
 
-	optind = 1;
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+	while ((ch = wsctl_getopt("lock", argc, argv, "+", longopts)) != -1) {
 		switch (ch) {
 		case 'l':
 			addr = optarg;
@@ -292,8 +290,7 @@ cmd_lock(int argc, char **argv)
 				    "'%s' is not a number of seconds", optarg);
 			break;
 		default:
-			return wsctl_usage_error("lock", "unknown option '%s'",
-			    argv[optind - 1]);
+			return WSCTL_EXIT_USAGE;
 		}
 	}
 	if (workspace != NULL) {

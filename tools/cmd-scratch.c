@@ -210,17 +210,16 @@ sc_getopt(int argc, char **argv, const char *allowed, struct sc_opts *o)
 	memset(o, 0, sizeof *o);
 	o->lifetime = SCRATCH_LIFETIME_TASK;
 	o->label = "";
-	optind = 1;
-	opterr = 0;
 	snprintf(what, sizeof what, "scratch %s", cmd);
-	while ((c = getopt_long(argc, argv, "+h", base_opts, NULL)) != -1) {
+	while ((c = wsctl_getopt(what, argc, argv, "+h", base_opts)) != -1) {
 		if (c == 'h') {
 			wsctl_sub_usage("scratch", sc_cmds, cmd);
 			return 1;
 		}
-		if (c == '?' || c == ':' || strchr(allowed, c) == NULL) {
-			wsctl_usage_error(what, "unknown or incomplete option "
-			    "'%s'", argv[optind - 1]);
+		if (c == '?')
+			return -1;
+		if (strchr(allowed, c) == NULL) {
+			wsctl_opt_refused(what, base_opts, c);
 			return -1;
 		}
 		switch (c) {
@@ -267,9 +266,8 @@ sc_create(int argc, char **argv)
 
 	if ((r = sc_getopt(argc, argv, "blLo", &o)) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (optind != argc)
-		return wsctl_usage_error("scratch create", "unexpected "
-		    "argument '%s'", argv[optind]);
+	if (wsctl_no_operands("scratch create", argc, argv) != 0)
+		return WSCTL_EXIT_USAGE;
 	if (o.owner != NULL && (r = parse_owner(o.owner, &uid, &gid)) < 0)
 		return wsctl_usage_error("scratch create", "--owner '%s': %s",
 		    o.owner, r == -ENOENT ? "no such user" :
@@ -533,9 +531,8 @@ sc_list(int argc, char **argv)
 
 	if ((r = sc_getopt(argc, argv, "bj", &o)) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (optind != argc)
-		return wsctl_usage_error("scratch list", "unexpected argument "
-		    "'%s'", argv[optind]);
+	if (wsctl_no_operands("scratch list", argc, argv) != 0)
+		return WSCTL_EXIT_USAGE;
 	if (cmd_scratch_conf(o.base, &base, NULL) < 0)
 		goto out;
 	if (cmd_scratch_open(base, 0, &sb) < 0)

@@ -86,8 +86,7 @@ cmd_status(int argc, char **argv)
 	ssize_t			 n;
 	int			 c;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((c = wsctl_getopt("status", argc, argv, "", longopts)) != -1) {
 		switch (c) {
 		case 'j':
 			req = "status json";
@@ -96,7 +95,7 @@ cmd_status(int argc, char **argv)
 			sock = optarg;
 			break;
 		default:
-			return wsctl_usage_error("status", "bad option");
+			return WSCTL_EXIT_USAGE;
 		}
 	}
 	if (argc - optind != 1)

@@ -53,9 +53,7 @@ cmd_sweep(int argc, char **argv)
 	int			 c, r, ret = WSCTL_EXIT_FAIL;
 
 	memset(&p, 0, sizeof p);
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = wsctl_getopt("sweep", argc, argv, "", opts)) != -1) {
 		switch (c) {
 		case 'b':
 			base_opt = optarg;
@@ -72,13 +70,11 @@ cmd_sweep(int argc, char **argv)
 			    "than one unlinkat at a time, which every sweep "
 			    "now uses");
 		default:
-			return wsctl_usage_error("sweep", "unknown or "
-			    "incomplete option '%s'", argv[optind - 1]);
+			return WSCTL_EXIT_USAGE;
 		}
 	}
-	if (optind != argc)
-		return wsctl_usage_error("sweep", "unexpected argument '%s'",
-		    argv[optind]);
+	if (wsctl_no_operands("sweep", argc, argv) != 0)
+		return WSCTL_EXIT_USAGE;
 	if (cmd_scratch_conf(base_opt, &base, &ttl) < 0)
 		goto out;
 	if (ttl_opt != NULL && conf_parse_double(ttl_opt, 0, 876000,

@@ -584,11 +584,11 @@ wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 		{ "help",	no_argument,		NULL, 'h' },
 		{ NULL,		0,			NULL, 0 },
 	};
+	char	what[64];
 	int	c;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+	snprintf(what, sizeof what, "workspace %s", cmd);
+	while ((c = wsctl_getopt(what, argc, argv, "", opts)) != -1) {
 		switch (c) {
 		case 'o':
 			if (!allow_owner)
@@ -603,18 +603,13 @@ wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 		case 'h':
 			wsctl_sub_usage("workspace", wsp_cmds, cmd);
 			return 1;
-		case ':':
-			wsctl_usage_error("workspace", "%s: option '%s' needs "
-			    "a value", cmd, argv[optind - 1]);
+		case '?':
 			return -1;
-		default:
-			goto bad;
 		}
 	}
 	return 0;
 bad:
-	wsctl_usage_error("workspace", "%s: unknown option '%s'", cmd,
-	    argv[optind - 1]);
+	wsctl_opt_refused(what, opts, c);
 	return -1;
 }
 

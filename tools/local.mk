@@ -1,8 +1,9 @@
-# wsctl: one cmd-*.c per subcommand, each a row of the table in wsctl.c.
+# wsctl: one cmd-*.c per subcommand, each a row of the table in main.c.
 sbin_PROGRAMS += tools/wsctl
-tools_wsctl_SOURCES = tools/wsctl.c tools/wsctl.h tools/cmd-workspace.c \
-	tools/cmd-status.c tools/cmd-lock.c tools/cmd-locks.c \
-	tools/cmd-keygen.c tools/cmd-scratch.c tools/cmd-sweep.c
+tools_wsctl_SOURCES = tools/main.c tools/wsctl.c tools/wsctl.h \
+	tools/cmd-workspace.c tools/cmd-status.c tools/cmd-lock.c \
+	tools/cmd-locks.c tools/cmd-keygen.c tools/cmd-scratch.c \
+	tools/cmd-sweep.c
 tools_wsctl_CPPFLAGS = $(FS_INC)
 tools_wsctl_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 tools_wsctl_LDADD = tools/libwsctl.a $(WSCOMMON_LIBS) lockd/libwslock.a \

@@ -1,50 +1,15 @@
 /*
- * wsctl entry point: global options and the subcommand table. Adding a
- * subcommand is one function in its own cmd-*.c and one row here.
+ * wsctl's helpers for its commands: usage errors, subcommand tables and
+ * their dispatch. A leaf of wsctl: main.c and the cmd-*.c files call it.
  */
 #include "config.h"
 
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "wsctl.h"
-
-static const struct wsctl_cmd wsctl_cmds[] = {
-	{ "workspace", "create SOURCE/NAME [--owner USER] | rm SOURCE/NAME | "
-	    "list SOURCE [--json]", "create, remove and list workspaces",
-	    cmd_workspace },
-	{ "scratch", "create|hold|end|list [--base DIR] ...",
-	    "create, hold, end and list scratch workspaces", cmd_scratch },
-	{ "sweep", "[--base DIR] [--dry-run] [--ttl-hours H]",
-	    "remove ended and idle scratch workspaces now", cmd_sweep },
-	{ "lock", "[--lockd ADDR] [--key FILE] [--shared] [--wait SECONDS] "
-	    "KEY -- COMMAND...\n       wsctl lock [--shared] [--wait SECONDS] "
-	    "--workspace MOUNT/WS -- COMMAND...", "run a command holding a cluster-wide lock",
-	    cmd_lock },
-	{ "locks", "[--lockd ADDR] [--key FILE] [--json]",
-	    "list the lock server's sessions, holders and waiters",
-	    cmd_locks },
-	{ "keygen", "FILE", "write a new random cluster key (mode 0600)",
-	    cmd_keygen },
-	{ "status", "MOUNTPOINT [--json] [--socket PATH]",
-	    "show what a running wsfs is doing", cmd_status },
-	{ NULL, NULL, NULL, NULL }
-};
-
-static void
-wsctl_help(FILE *f)
-{
-	const struct wsctl_cmd	*c;
-
-	fprintf(f, "usage: wsctl [--version] [--help] COMMAND [ARGS]\n\n"
-	    "commands:\n");
-	for (c = wsctl_cmds; c->name != NULL; c++)
-		fprintf(f, "  %-10s %s\n", c->name, c->summary);
-	fprintf(f, "\nRun 'wsctl COMMAND --help' for a command's options.\n");
-}
 
 int
 wsctl_usage_error(const char *cmd, const char *fmt, ...)
@@ -105,28 +70,49 @@ wsctl_sub_usage(const char *parent, const struct wsctl_cmd *table,
 }
 
 int
-main(int argc, char **argv)
+wsctl_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
+    const struct option *longopts)
 {
-	const struct wsctl_cmd	*c;
+	static char	**started;
+	char		  opts[32];
+	int		  c, plus = shortopts[0] == '+';
 
-	log_open("wsctl", LOG_TO_STDERR, 0);
-	if (argc < 2)
-		return wsctl_usage_error(NULL, "missing command");
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		wsctl_help(stdout);
-		return WSCTL_EXIT_OK;
+	if (argv != started) {
+		started = argv;
+		optind = 1;
+		opterr = 0;
 	}
-	if (strcmp(argv[1], "--version") == 0) {
-		printf("wsctl %s\n", PACKAGE_VERSION);
-		return WSCTL_EXIT_OK;
-	}
-	if ((c = wsctl_cmd_find(wsctl_cmds, argv[1])) == NULL)
-		return wsctl_usage_error(NULL, "unknown command '%s'",
-		    argv[1]);
-	if (argc > 2 && strcmp(argv[2], "--help") == 0) {
-		printf("usage: wsctl %s %s\n\n%s\n", c->name, c->usage,
-		    c->summary);
-		return WSCTL_EXIT_OK;
-	}
-	return c->exec(argc - 1, argv + 1);
+	/* A leading ':' makes a missing value ':', not '?'; after any '+'. */
+	snprintf(opts, sizeof opts, "%s:%s", plus ? "+" : "", shortopts + plus);
+	if ((c = getopt_long(argc, argv, opts, longopts, NULL)) == '?') {
+		if (optopt != 0)
+			wsctl_usage_error(cmd, "unknown option '-%c'", optopt);
+		else
+			wsctl_usage_error(cmd, "unknown option '%s'",
+			    argv[optind - 1]);
+	} else if (c == ':')
+		wsctl_usage_error(cmd, "option '%s' needs a value",
+		    argv[optind - 1]);
+	return c == ':' ? '?' : c;
+}
+
+int
+wsctl_opt_refused(const char *cmd, const struct option *longopts, int c)
+{
+	const struct option	*o;
+
+	for (o = longopts; o->name != NULL; o++)
+		if (o->flag == NULL && o->val == c)
+			return wsctl_usage_error(cmd, "option '--%s' does not "
+			    "go with this command", o->name);
+	return wsctl_usage_error(cmd, "unknown option '-%c'", c);
+}
+
+int
+wsctl_no_operands(const char *cmd, int argc, char **argv)
+{
+	if (optind < argc)
+		return wsctl_usage_error(cmd, "unexpected argument '%s'",
+		    argv[optind]);
+	return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * wsctl: the admin and task-runner tool. Each subcommand lives in its own
- * cmd-*.c file and is one row of the table in wsctl.c.
+ * cmd-*.c file and is one row of the table in main.c.
  */
 #ifndef WSCTL_H
 #define WSCTL_H
@@ -11,7 +11,7 @@
 #include <time.h>
 
 /*
- * One row of a command table: wsctl's commands (wsctl.c) and the
+ * One row of a command table: wsctl's commands (main.c) and the
  * subcommands of wsctl scratch and wsctl workspace. A table ends with a
  * row whose name is NULL.
  */
@@ -43,6 +43,25 @@ int	wsctl_dispatch(const char *parent, const struct wsctl_cmd *table,
 /* Print "usage: wsctl PARENT NAME USAGE" of the row named name. */
 void	wsctl_sub_usage(const char *parent, const struct wsctl_cmd *table,
 	    const char *name);
+struct option;
+/*
+ * The next option of a command's argv (argv[0] its name), as getopt_long
+ * with shortopts and longopts: the option's value, or -1 after the last
+ * one (argv[optind] is then the first operand). An unknown option or a
+ * missing value is told to the user as an error of cmd ("scratch create")
+ * and returns '?': the caller then returns WSCTL_EXIT_USAGE. A new argv
+ * starts at argv[1]; getopt's own messages are off.
+ */
+int	wsctl_getopt(const char *cmd, int argc, char **argv,
+	    const char *shortopts, const struct option *longopts);
+/*
+ * An option of longopts (val c) that cmd does not take, told to the
+ * user: returns WSCTL_EXIT_USAGE.
+ */
+int	wsctl_opt_refused(const char *cmd, const struct option *longopts,
+	    int c);
+/* After the options: 0, or the usage error of an operand left over. */
+int	wsctl_no_operands(const char *cmd, int argc, char **argv);
 
 /* cmd-workspace.c */
 int	cmd_workspace(int, char **);

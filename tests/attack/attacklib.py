@@ -441,6 +441,12 @@ class Layout:
             if os.path.lexists(p):
                 os.unlink(p)
             self._make_file(p)
+        self._remove_attack_names()
+        self.baseline()
+
+    def _remove_attack_names(self):
+        """Remove what the attacker made (names starting with ATK) in
+        the watched directories, without following a link."""
         for d in self.watch_dirs:
             try:
                 for n in os.listdir(d):
@@ -452,7 +458,6 @@ class Layout:
                             os.close(fd)
             except OSError:
                 pass
-        self.baseline()
 
     def scan(self, data, where, found):
         """Look for the canary marker in data the attacker read."""
@@ -485,17 +490,7 @@ class Layout:
             subprocess.run(["umount", "-l", mp], stderr=subprocess.DEVNULL)
         if is_mountpoint(self.mnt):
             return              # never rmtree into a live mount
-        for d in self.watch_dirs:
-            try:
-                for n in os.listdir(d):
-                    if n.startswith(self.ATK):
-                        fd = os.open(d, DIRFLAGS)
-                        try:
-                            rmtree_at(fd, n)
-                        finally:
-                            os.close(fd)
-            except OSError:
-                pass
+        self._remove_attack_names()
         shutil.rmtree(self.top, ignore_errors=True)
 
 

@@ -45,11 +45,7 @@ class BindfsMount:
 
     def stop(self):
         wsfstest.unmount(self.mnt)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        wsfstest.reap(self.proc, 10)
         self.logf.close()
         return 0
 

@@ -105,6 +105,7 @@ import threading
 import time
 
 from clusterlib import LONG, PYTHON
+from wsfstest import where
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -688,17 +689,6 @@ class Worker:
                 self.p.wait(timeout=30)
             except (Ended, subprocess.TimeoutExpired):
                 self.kill()
-
-
-def where(pid):
-    out = []
-    for f in ("wchan", "stack"):
-        try:
-            with open(f"/proc/{pid}/{f}") as fp:
-                out.append(f"{f}: {fp.read().strip()}")
-        except OSError as e:
-            out.append(f"{f}: {e.strerror}")
-    return "; ".join(out)
 
 
 # --- The run ---------------------------------------------------------------

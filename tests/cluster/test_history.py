@@ -317,14 +317,8 @@ def test_history_random_faults(cluster_factory):
 
 def where(pid):
     """What a stuck process is doing, from /proc."""
-    out = []
-    for f in ("wchan", "syscall", "stack"):
-        try:
-            with open(f"/proc/{pid}/{f}") as fp:
-                out.append(f"{f}: {fp.read().strip()}")
-        except OSError as e:
-            out.append(f"{f}: {e.strerror}")
-    return "; ".join(out)
+    import wsfstest
+    return wsfstest.where(pid)
 
 
 def _run(cluster_factory, seed, rng, secs, log):

@@ -4,6 +4,7 @@ nodes (issue 5). Three wsfs nodes over one SOURCE, one wslockd, each node
 in its own network namespace (scripts/cluster). WSFS_LONG=1 runs the
 appenders at full size."""
 import errno
+import json
 import os
 import subprocess
 import time
@@ -12,6 +13,7 @@ import pytest
 
 import clusterlib
 from clusterlib import LONG, finish, lines, wait_line
+from wsfstest import errno_of
 
 NODES = (1, 2, 3)
 
@@ -69,14 +71,6 @@ def put(path, data):
 def get(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def errno_of(fn, *args):
-    try:
-        fn(*args)
-    except OSError as e:
-        return e.errno
-    return 0
 
 
 def test_read_after_write(cluster):
@@ -332,3 +326,24 @@ def test_wsctl_lock_workspace_is_cluster_wide(cluster):
     p = cluster.run(2, [clusterlib.WSCTL, "lock", "--wait", "0",
                         "--workspace", cluster.path(2, "ws"), "--", "true"])
     assert p.returncode == 0, p.stderr
+
+
+def lock_errors(cluster, n):
+    """Error answers of the lock operation on node n (wsctl status)."""
+    p = cluster.run(n, [clusterlib.WSCTL, "status", "--json",
+                        cluster.mnt(n)], check=True)
+    return json.loads(p.stdout)["operations"].get("lock", {}).get(
+        "errors", 0)
+
+
+def test_lock_errors_counted(cluster):
+    """A lock refused because another node holds it, answered by the
+    lock module, is counted as an error of the lock operation like
+    every error the handlers answer (issue 15)."""
+    put(cluster.path(1, "ws", "ec"), b"")
+    h = hold(cluster, 1, "ws/ec", "lockf", 0, 10)
+    before = lock_errors(cluster, 2)
+    assert attempt(cluster, 2, "ws/ec", "lockf", 0, 10)[0] == "busy"
+    assert attempt(cluster, 2, "ws/ec", "ofd", 5, 1)[0] == "busy"
+    assert lock_errors(cluster, 2) == before + 2
+    release(h)

@@ -16,20 +16,7 @@ import wsfstest
 def our_processes(c):
     """Pids of processes whose command line mentions the cluster's
     directory: its daemons and anything else it left running."""
-    pids = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                cmd = f.read()
-            with open(f"/proc/{p}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if c.dir.encode() in cmd and state != "Z":
-            pids.append(int(p))
-    return pids
+    return [pid for pid, _ in wsfstest.processes_naming(c.dir)]
 
 
 def namespaces(c):

@@ -209,20 +209,8 @@ def host_gluster_state():
 def storage_processes(c):
     """Live processes whose command line names the cluster's directory
     (every glusterd, brick, self-heal daemon and client it started)."""
-    found = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                cmd = f.read()
-            with open(f"/proc/{p}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if c.dir.encode() in cmd and state != "Z":
-            found.append((int(p), cmd.split(b"\0")[0].decode()))
-    return found
+    import wsfstest
+    return wsfstest.processes_naming(c.dir)
 
 
 # --- The tests -------------------------------------------------------------

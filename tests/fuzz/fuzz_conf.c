@@ -7,9 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "conf.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -18,6 +18,7 @@
 
 #include <sodium.h>
 
+#include "fuzz.h"
 #include "lockd.h"
 
 /* A key the input cannot know: what it sends is never authentic. */
@@ -78,8 +79,6 @@ check_lock_roundtrip(const struct wsl_frame *f, const struct wsl_lockreq *q)
 		abort();
 	wsl_buf_free(&b);
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

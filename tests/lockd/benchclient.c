@@ -28,6 +28,7 @@
 
 #include <sodium.h>
 
+#include "clock.h"
 #include "wslock.h"
 
 #define MAXLAT	(4 * 1024 * 1024)
@@ -48,20 +49,11 @@ struct worker {
 	int		 err;
 };
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void
 record(struct worker *w, uint64_t t0)
 {
 	if (w->nlat < MAXLAT)
-		w->lat[w->nlat++] = (now_ns() - t0) / 1000;
+		w->lat[w->nlat++] = (clock_ns(CLOCK_MONOTONIC) - t0) / 1000;
 	w->cycles++;
 }
 
@@ -129,7 +121,7 @@ run_wslock(void *arg)
 	rg = (struct wslock_range){ key, strlen(key), 1, 0, WSLOCK_EOF };
 	pthread_barrier_wait(&barrier);
 	while (!stop) {
-		t0 = now_ns();
+		t0 = clock_ns(CLOCK_MONOTONIC);
 		if ((r = wslock_lock_wait(wl, &rg, WSLOCK_EXCLUSIVE,
 		    WSLOCK_WAIT, 10000, &token)) < 0 ||
 		    (r = wslock_unlock_wait(wl, &rg, 10000)) < 0) {
@@ -222,7 +214,7 @@ run_redis(void *arg)
 	snprintf(val, sizeof val, "owner-%d-%d", getpid(), w->n);
 	pthread_barrier_wait(&barrier);
 	while (!stop) {
-		t0 = now_ns();
+		t0 = clock_ns(CLOCK_MONOTONIC);
 		/* Retry at once until SET NX succeeds: no queue, no push. */
 		for (;;) {
 			if (resp_cmd(c, 6, set) < 0 ||
@@ -323,7 +315,7 @@ run_etcd(void *arg)
 	    "[{\"request_delete_range\":{\"key\":\"%s\"}}]}", k64, v64, k64);
 	pthread_barrier_wait(&barrier);
 	while (!stop) {
-		t0 = now_ns();
+		t0 = clock_ns(CLOCK_MONOTONIC);
 		for (;;) {
 			if (http_post(c, "/v3/kv/txn", acq, resp,
 			    sizeof resp) < 0)
@@ -389,12 +381,12 @@ main(int argc, char **argv)
 		pthread_create(&w[n].tid, NULL, fn, &w[n]);
 	}
 	pthread_barrier_wait(&barrier);
-	t0 = now_ns();
+	t0 = clock_ns(CLOCK_MONOTONIC);
 	usleep(seconds * 1e6);
 	stop = 1;
 	for (n = 0; n < nthreads; n++)
 		pthread_join(w[n].tid, NULL);
-	t1 = now_ns();
+	t1 = clock_ns(CLOCK_MONOTONIC);
 	all = malloc(MAXLAT * sizeof *all * 2);
 	for (n = 0; n < nthreads; n++) {
 		total += w[n].cycles;

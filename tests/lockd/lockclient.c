@@ -31,16 +31,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "wslock.h"
-
-static double
-mono(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void
 out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -50,7 +42,7 @@ out(const char *fmt, ...)
 {
 	va_list	ap;
 
-	printf("%.6f ", mono());
+	printf("%.6f ", clock_s(CLOCK_MONOTONIC));
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
 	va_end(ap);

@@ -373,12 +373,19 @@ class Client:
     def reply(self, timeout=10):
         return self.replies.get(timeout=timeout)
 
+    def ask(self, line, kind):
+        """Send a command; (time, fields) of its reply, which must be of
+        that kind."""
+        self.send(line)
+        t, got, rest = self.reply()
+        assert got == kind, (got, rest)
+        return t, rest
+
     def lock(self, tag, key, mode="x", flags="-", owner=1, start=0,
              end="-"):
         """Send a lock; returns the library's request id."""
-        self.send(f"lock {tag} {key} {owner} {start} {end} {mode} {flags}")
-        t, kind, rest = self.reply()
-        assert kind == "sent", (kind, rest)
+        _, rest = self.ask(f"lock {tag} {key} {owner} {start} {end} {mode} "
+                           f"{flags}", "sent")
         return int(rest[1])
 
     def result(self, tag, timeout=10):
@@ -393,28 +400,22 @@ class Client:
         return r
 
     def unlock(self, key, owner=1, start=0, end="-"):
-        self.send(f"unlock {key} {owner} {start} {end}")
-        t, kind, rest = self.reply()
-        assert kind == "unlocked" and rest[0] == "0", (kind, rest)
+        t, rest = self.ask(f"unlock {key} {owner} {start} {end}", "unlocked")
+        assert rest[0] == "0", rest
         return t
 
     def held(self, key, mode="x", owner=1, start=0, end="-"):
-        self.send(f"held {key} {owner} {start} {end} {mode}")
-        t, kind, rest = self.reply()
-        assert kind == "held"
+        t, rest = self.ask(f"held {key} {owner} {start} {end} {mode}", "held")
         return t, int(rest[0]), int(rest[1])
 
     def test(self, key, mode="x", owner=1, start=0, end="-"):
-        self.send(f"test {key} {owner} {start} {end} {mode}")
-        t, kind, rest = self.reply()
-        assert kind == "test"
+        _, rest = self.ask(f"test {key} {owner} {start} {end} {mode}", "test")
         return [int(x) for x in rest]
 
     def atest(self, tag, key, mode="x", owner=1, start=0, end="-"):
         """Send an asynchronous test; returns its request id."""
-        self.send(f"atest {tag} {key} {owner} {start} {end} {mode}")
-        t, kind, rest = self.reply()
-        assert kind == "sent", (kind, rest)
+        _, rest = self.ask(f"atest {tag} {key} {owner} {start} {end} {mode}",
+                           "sent")
         return int(rest[1])
 
     def tested(self, tag, timeout=10):
@@ -424,10 +425,7 @@ class Client:
         return None if r is None else r[1]
 
     def cancel(self, reqid):
-        self.send(f"cancel {reqid}")
-        t, kind, rest = self.reply()
-        assert kind == "cancel"
-        return int(rest[1])
+        return int(self.ask(f"cancel {reqid}", "cancel")[1][1])
 
     def session(self):
         self.send("session")
@@ -435,9 +433,7 @@ class Client:
 
     def stats(self):
         """wslock_conn_stats(): a dict, the last error's text included."""
-        self.send("stats")
-        t, kind, rest = self.reply()
-        assert kind == "stats", (kind, rest)
+        _, rest = self.ask("stats", "stats")
         names = ("state", "connects", "attempts", "attempts_down",
                  "state_ms", "last_err")
         d = {n: int(v) for n, v in zip(names, rest)}
@@ -499,6 +495,30 @@ class Env:
         for s in self.servers:
             status.append(s.stop())
         return status
+
+
+def owned_env(tmp, programs):
+    """The body of a suite's env fixture: skips unless programs are
+    built, yields an Env, then stops every process of it and fails the
+    test on a wslockd crash or a sanitizer report of a client."""
+    import pytest
+    for p in programs:
+        if not os.access(p, os.X_OK):
+            pytest.skip(f"{p} not built (run make check)")
+    e = Env(tmp)
+    failed = []
+    try:
+        yield e
+    finally:
+        for st, s in zip(e.cleanup(), e.servers):
+            # A crash or a sanitizer report makes the exit status non-zero.
+            if st not in (0, None):
+                failed.append(f"wslockd exited {st}:\n{s.log()[-4000:]}")
+    # Whatever a client printed besides its protocol: sanitizer reports.
+    if any("Sanitizer" in n or "runtime error" in n for n in e.noise):
+        failed.append("client output:\n" + "\n".join(e.noise[:60]))
+    if failed:
+        pytest.fail("\n".join(failed), pytrace=False)
 
 
 def poll_until(fn, timeout=10, step=0.02):

@@ -34,6 +34,14 @@ def first_frame(s, timeout=5):
     return t, data[HDR.size:n]
 
 
+def greet(srv, source, client_id):
+    """A TCP connection from source that sent a HELLO: (socket, the
+    server's first frame, None if it closed at once)."""
+    s = tcp_from(srv, source)
+    s.sendall(hello(client_id=client_id))
+    return s, first_frame(s)
+
+
 def closed_within(s, timeout):
     """True if the server closes s (EOF) within timeout seconds."""
     s.settimeout(timeout)
@@ -104,28 +112,23 @@ def test_unauthenticated_per_address(env):
     held = []
     try:
         for i in range(32):
-            s = tcp_from(srv, "127.0.0.2")
-            s.sendall(hello(client_id=100 + i))
-            assert first_frame(s)[0] == CHALLENGE, i
+            s, f = greet(srv, "127.0.0.2", 100 + i)
             held.append(s)
-        extra = tcp_from(srv, "127.0.0.2")
-        extra.sendall(hello(client_id=200))
-        assert first_frame(extra) is None, "33rd connection was served"
+            assert f[0] == CHALLENGE, i
+        extra, f = greet(srv, "127.0.0.2", 200)
         extra.close()
+        assert f is None, "33rd connection was served"
         # Another address, and a lock client, are still served.
-        other = tcp_from(srv, "127.0.0.3")
-        other.sendall(hello(client_id=201))
-        assert first_frame(other)[0] == CHALLENGE
+        other, f = greet(srv, "127.0.0.3", 201)
         other.close()
+        assert f[0] == CHALLENGE
         a = env.client(srv)
         assert a.lock_wait("a1", "k")[1] == 0
         # Once one of them goes, that address may try again.
         held.pop().close()
         deadline = time.monotonic() + 5
         while True:
-            s = tcp_from(srv, "127.0.0.2")
-            s.sendall(hello(client_id=202))
-            f = first_frame(s)
+            s, f = greet(srv, "127.0.0.2", 202)
             s.close()
             if f is not None or time.monotonic() > deadline:
                 break
@@ -142,14 +145,12 @@ def test_unauthenticated_in_all(env):
     held = []
     try:
         for i in range(256):
-            s = tcp_from(srv, f"127.0.1.{i // 32 + 1}")
-            s.sendall(hello(client_id=1000 + i))
-            assert first_frame(s)[0] == CHALLENGE, i
+            s, f = greet(srv, f"127.0.1.{i // 32 + 1}", 1000 + i)
             held.append(s)
-        extra = tcp_from(srv, "127.0.2.1")
-        extra.sendall(hello(client_id=2000))
-        assert first_frame(extra) is None, "257th connection was served"
+            assert f[0] == CHALLENGE, i
+        extra, f = greet(srv, "127.0.2.1", 2000)
         extra.close()
+        assert f is None, "257th connection was served"
         # The Unix socket (root and our uid only) is not capped.
         b = env.client(srv, tcp=False)
         assert b.lock_wait("b1", "k")[1] == 0

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "lockd"))
 
 import lockdlib  # noqa: E402
-from lockdlib import (HDR, WSCTL, WSLOCKD, Env, frame, free_port,  # noqa: E402
+from lockdlib import (HDR, WSCTL, WSLOCKD, frame, free_port,  # noqa: E402
                       hello, poll_until, write_key)
 
 REQUIRED = {
@@ -174,19 +174,8 @@ def moved(before, after):
 
 @pytest.fixture
 def env(tmp_path):
-    for p in (WSLOCKD, WSCTL, lockdlib.LOCKCLIENT):
-        if not os.access(p, os.X_OK):
-            pytest.skip(f"{p} not built (run make check)")
-    e = Env(tmp_path)
-    failed = []
-    try:
-        yield e
-    finally:
-        for st, s in zip(e.cleanup(), e.servers):
-            if st not in (0, None):
-                failed.append(f"wslockd exited {st}:\n{s.log()[-4000:]}")
-    if failed:
-        pytest.fail("\n".join(failed), pytrace=False)
+    yield from lockdlib.owned_env(tmp_path, (WSLOCKD, WSCTL,
+                                             lockdlib.LOCKCLIENT))
 
 
 def start(env, tcp=True, **kw):

@@ -33,7 +33,8 @@ import time
 import pytest
 
 from wsfstest import (RENAME_EXCHANGE, WSCTL, WSLOCKD, USER_GID, USER_UID,
-                      call_as, renameat2, wait_for)
+                      TOP_LEVEL_CHANGES, call_as, reap, renameat2, wait_for)
+from wsfstest import errno_of as outcome_errno
 
 U, G = USER_UID, USER_GID
 SECRET = b"ROOT-ONLY-SECRET\n"
@@ -125,11 +126,7 @@ class Lockd:
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        reap(self.proc)
         self.log.close()
 
 
@@ -568,22 +565,7 @@ def top_state(m):
             st.st_mtime_ns, st.st_ctime_ns, sorted(os.listxattr(m.source)))
 
 
-TOP_CHANGES = {
-    "mkdir": lambda m: os.mkdir(m.path("new")),
-    "create": lambda m: os.close(os.open(m.path("new"), os.O_CREAT |
-                                         os.O_WRONLY, 0o644)),
-    "mknod": lambda m: os.mkfifo(m.path("new")),
-    "symlink": lambda m: os.symlink("ws1", m.path("new")),
-    "rename": lambda m: os.rename(m.path("ws1"), m.path("new")),
-    "exchange": lambda m: renameat2(m.path("ws1"), m.path("ws2"),
-                                    RENAME_EXCHANGE),
-    "rmdir": lambda m: os.rmdir(m.path("ws2")),
-    "chmod-root": lambda m: os.chmod(m.mnt, 0o777),
-    "chown-root": lambda m: os.chown(m.mnt, U, -1),
-    "utime-root": lambda m: os.utime(m.mnt, (0, 0)),
-    "setxattr-root": lambda m: os.setxattr(m.mnt, "user.new", b"1"),
-    "removexattr-root": lambda m: os.removexattr(m.mnt, "user.old"),
-}
+TOP_CHANGES = TOP_LEVEL_CHANGES
 # Only directories are workspaces: not even the admin makes anything else.
 NOT_WORKSPACES = ("create", "mknod", "symlink")
 
@@ -640,14 +622,6 @@ def test_top_level_admin_uid_is_that_uid_only(mount_factory):
     assert call_as(U, G, lambda: outcome_errno(os.mkdir, m.path("z")),
                    groups=(SUPP,)) == 0
     assert "z" in os.listdir(m.source) and "x" not in os.listdir(m.source)
-
-
-def outcome_errno(fn, *args):
-    try:
-        fn(*args)
-    except OSError as e:
-        return e.errno
-    return 0
 
 
 # --- 4. one uid cannot use up the node's locks ------------------------------

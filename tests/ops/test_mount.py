@@ -169,11 +169,7 @@ def lockd(tmp_path):
         yield sock, logpath
     finally:
         d.terminate()
-        try:
-            d.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            d.kill()
-            d.wait()
+        wsfstest.reap(d)
         log.close()
 
 

@@ -48,7 +48,7 @@ def test_create_layout(env):
     (["--owner", "4294967295"], "not a valid uid"),
     (["--label", "tab\there"], "--label must be"),
     (["--label", "x" * 201], "--label must be"),
-    (["--bogus"], "unknown or incomplete option"),
+    (["--bogus"], "unknown option '--bogus'"),
     (["extra"], "unexpected argument"),
 ])
 def test_create_usage_errors(env, args, msg):

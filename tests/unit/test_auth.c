@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "unit.h"
 #include <sodium.h>
 
 #include "lockd.h"
@@ -238,17 +238,8 @@ t_state_secrets(void **state)
 	rmdir(dir);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_seal_roundtrip),
-		cmocka_unit_test(t_seal_refuses),
-		cmocka_unit_test(t_derivation),
-		cmocka_unit_test(t_state_secrets),
-	};
-
-	if (sodium_init() < 0)
-		return 1;
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(sodium_init() >= 0, NULL, NULL,
+    cmocka_unit_test(t_seal_roundtrip),
+    cmocka_unit_test(t_seal_refuses),
+    cmocka_unit_test(t_derivation),
+    cmocka_unit_test(t_state_secrets))

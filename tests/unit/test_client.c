@@ -25,8 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
+#include "clock.h"
 #include "lockd.h"
 #include "wslock.h"
 
@@ -53,15 +54,6 @@ struct fake {
 	int		 closed;	/* guarded by mu: connections ended */
 	uint64_t	 ids[4];	/* guarded by mu: HELLOs' client ids */
 };
-
-static uint64_t
-mono_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 send_all(int fd, struct wsl_buf *b)
@@ -373,10 +365,10 @@ static int
 run_until(struct wslock *wl, int (*cond)(void), int timeout_ms)
 {
 	struct pollfd	pfd = { wslock_fd(wl), POLLIN, 0 };
-	uint64_t	end = mono_ms() + timeout_ms;
+	uint64_t	end = clock_ms(CLOCK_MONOTONIC) + timeout_ms;
 
 	while (!cond()) {
-		if (mono_ms() >= end)
+		if (clock_ms(CLOCK_MONOTONIC) >= end)
 			return 0;
 		(void)poll(&pfd, 1, 50);
 		assert_int_equal(wslock_process(wl), 0);
@@ -607,7 +599,7 @@ t_silent_server_is_retried(void **state)
 {
 	struct fake			*fk = fake_new(FAKE_SILENT, 1);
 	struct wslock_conn_stats	 st;
-	uint64_t			 t0 = mono_ms(), took;
+	uint64_t			 t0 = clock_ms(CLOCK_MONOTONIC), took;
 
 	memset(&seen, 0, sizeof seen);
 	stats_fk = fk;
@@ -619,7 +611,7 @@ t_silent_server_is_retried(void **state)
 	assert_string_equal(st.last_error, "");
 	/* Generous: the deadline is 3 s, the backoff after it 50 ms. */
 	assert_true(run_until(stats_wl, two_attempts, 15000));
-	took = mono_ms() - t0;
+	took = clock_ms(CLOCK_MONOTONIC) - t0;
 	assert_true(took >= 2900);
 	assert_int_equal(wslock_conn_stats(stats_wl, &st), 0);
 	assert_int_equal(st.state, WSLOCK_DOWN);
@@ -689,18 +681,11 @@ t_secret_refused_new_id(void **state)
 	fake_free(fk);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_cancel_unsent_calls_back_later),
-		cmocka_unit_test(t_blocking_call_runs_no_callback),
-		cmocka_unit_test(t_silent_server_is_retried),
-		cmocka_unit_test(t_conn_stats),
-		cmocka_unit_test(t_async_test),
-		cmocka_unit_test(t_grant_crossing_cancel_then_eof),
-		cmocka_unit_test(t_secret_refused_new_id),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(t_cancel_unsent_calls_back_later),
+    cmocka_unit_test(t_blocking_call_runs_no_callback),
+    cmocka_unit_test(t_silent_server_is_retried),
+    cmocka_unit_test(t_conn_stats),
+    cmocka_unit_test(t_async_test),
+    cmocka_unit_test(t_grant_crossing_cancel_then_eof),
+    cmocka_unit_test(t_secret_refused_new_id))

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "conf.h"
 
@@ -149,15 +149,8 @@ test_file(void **state)
 	conf_free(&c);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_set),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_file),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_defaults),
+    cmocka_unit_test(test_set),
+    cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_file))

@@ -22,19 +22,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "wsfs.h"
 
 struct wsfs wsfs;
 static char base[64];
-
-/* The inode table tells glock.c of freed inodes; no cluster here. */
-void
-glock_inode_gone(struct inode *in)
-{
-	(void)in;
-}
 
 static void
 mk(const char *rel, mode_t mode)
@@ -84,6 +77,7 @@ depth_is(struct inode *in, int want)
 static int
 setup(void **state)
 {
+	log_open("test_inode", LOG_TO_STDERR, 0);
 	if (geteuid() != 0) {
 		print_message("skipped: the inode table needs root "
 		    "(open_by_handle_at)\n");
@@ -422,20 +416,12 @@ test_node_id_and_generation_unique(void **state)
 	inode_forget(ws, 1);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_top_level),
-		cmocka_unit_test(test_no_follow),
-		cmocka_unit_test(test_eviction_and_reopen),
-		cmocka_unit_test(test_symlink_per_directory_and_depth),
-		cmocka_unit_test(test_number_reused),
-		cmocka_unit_test(test_hardlinked_symlink_renamed),
-		cmocka_unit_test(test_rename_moves_the_kernels_inode),
-		cmocka_unit_test(test_node_id_and_generation_unique),
-	};
-
-	log_open("test_inode", LOG_TO_STDERR, 0);
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+UNIT_MAIN(1, setup, teardown,
+    cmocka_unit_test(test_top_level),
+    cmocka_unit_test(test_no_follow),
+    cmocka_unit_test(test_eviction_and_reopen),
+    cmocka_unit_test(test_symlink_per_directory_and_depth),
+    cmocka_unit_test(test_number_reused),
+    cmocka_unit_test(test_hardlinked_symlink_renamed),
+    cmocka_unit_test(test_rename_moves_the_kernels_inode),
+    cmocka_unit_test(test_node_id_and_generation_unique))

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "json.h"
 
@@ -234,14 +234,7 @@ test_str(void **state)
 	free(out);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fixed),
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_str),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_fixed),
+    cmocka_unit_test(test_roundtrip),
+    cmocka_unit_test(test_str))

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "wsctl.h"
 
@@ -144,15 +144,8 @@ test_owner_invalid(void **state)
 	assert_null(marker_owner_invalid(long_name));
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good),
-		cmocka_unit_test(test_bad),
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_owner_invalid),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_good),
+    cmocka_unit_test(test_bad),
+    cmocka_unit_test(test_roundtrip),
+    cmocka_unit_test(test_owner_invalid))

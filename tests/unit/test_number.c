@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "number.h"
 
@@ -78,14 +78,7 @@ test_flags(void **state)
 	bad("00", NUMBER_CANONICAL, 10, -EINVAL);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decimal),
-		cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_flags),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_decimal),
+    cmocka_unit_test(test_malformed),
+    cmocka_unit_test(test_flags))

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "unit.h"
 #include <sodium.h>
 
 #include "lockd.h"
@@ -495,30 +495,21 @@ t_mac(void **state)
 	assert_memory_not_equal(m1, m2, 32);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_header),
-		cmocka_unit_test(t_header_errors),
-		cmocka_unit_test(t_two_frames_in_stream),
-		cmocka_unit_test(t_hello),
-		cmocka_unit_test(t_challenge_auth),
-		cmocka_unit_test(t_welcome),
-		cmocka_unit_test(t_lock_types),
-		cmocka_unit_test(t_lock_bad_fields),
-		cmocka_unit_test(t_lock_key_limits),
-		cmocka_unit_test(t_small_replies),
-		cmocka_unit_test(t_revoke),
-		cmocka_unit_test(t_item),
-		cmocka_unit_test(t_type_names),
-		cmocka_unit_test(t_buf_reuse),
-		cmocka_unit_test(t_addr),
-		cmocka_unit_test(t_keyfile),
-		cmocka_unit_test(t_mac),
-	};
-
-	if (sodium_init() < 0)
-		return 1;
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(sodium_init() >= 0, NULL, NULL,
+    cmocka_unit_test(t_header),
+    cmocka_unit_test(t_header_errors),
+    cmocka_unit_test(t_two_frames_in_stream),
+    cmocka_unit_test(t_hello),
+    cmocka_unit_test(t_challenge_auth),
+    cmocka_unit_test(t_welcome),
+    cmocka_unit_test(t_lock_types),
+    cmocka_unit_test(t_lock_bad_fields),
+    cmocka_unit_test(t_lock_key_limits),
+    cmocka_unit_test(t_small_replies),
+    cmocka_unit_test(t_revoke),
+    cmocka_unit_test(t_item),
+    cmocka_unit_test(t_type_names),
+    cmocka_unit_test(t_buf_reuse),
+    cmocka_unit_test(t_addr),
+    cmocka_unit_test(t_keyfile),
+    cmocka_unit_test(t_mac))

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "rmtree.h"
 #include "tbase.h"
@@ -234,17 +234,10 @@ test_tree_size(void **state)
 	tbase_done(&t);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_remove_mixed),
-		cmocka_unit_test(test_remove_bad_names),
-		cmocka_unit_test(test_remove_deep),
-		cmocka_unit_test(test_remove_deep_branches),
-		cmocka_unit_test(test_trash_leftover),
-		cmocka_unit_test(test_tree_size),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_remove_mixed),
+    cmocka_unit_test(test_remove_bad_names),
+    cmocka_unit_test(test_remove_deep),
+    cmocka_unit_test(test_remove_deep_branches),
+    cmocka_unit_test(test_trash_leftover),
+    cmocka_unit_test(test_tree_size))

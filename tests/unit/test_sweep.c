@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "scratch.h"
 #include "sweep.h"
@@ -381,20 +381,13 @@ test_sweep_run(void **state)
 	tbase_done(&t);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_meta_good),
-		cmocka_unit_test(test_meta_bad),
-		cmocka_unit_test(test_meta_nul_and_size),
-		cmocka_unit_test(test_meta_roundtrip),
-		cmocka_unit_test(test_id_valid),
-		cmocka_unit_test(test_decide),
-		cmocka_unit_test(test_next_delay),
-		cmocka_unit_test(test_note_use_and_hold),
-		cmocka_unit_test(test_sweep_run),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_meta_good),
+    cmocka_unit_test(test_meta_bad),
+    cmocka_unit_test(test_meta_nul_and_size),
+    cmocka_unit_test(test_meta_roundtrip),
+    cmocka_unit_test(test_id_valid),
+    cmocka_unit_test(test_decide),
+    cmocka_unit_test(test_next_delay),
+    cmocka_unit_test(test_note_use_and_hold),
+    cmocka_unit_test(test_sweep_run))

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "wsfs.h"
 
@@ -124,17 +124,10 @@ test_property_random(void **state)
 	}
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_absolute),
-		cmocka_unit_test(test_plain_kept),
-		cmocka_unit_test(test_climbing_clamped),
-		cmocka_unit_test(test_dotdot_after_name),
-		cmocka_unit_test(test_too_long),
-		cmocka_unit_test(test_property_random),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_absolute),
+    cmocka_unit_test(test_plain_kept),
+    cmocka_unit_test(test_climbing_clamped),
+    cmocka_unit_test(test_dotdot_after_name),
+    cmocka_unit_test(test_too_long),
+    cmocka_unit_test(test_property_random))

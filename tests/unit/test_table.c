@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
+#include "unit.h"
 
 #include "lockd.h"
 
@@ -662,39 +662,35 @@ t_many_keys(void **state)
 	assert_int_equal(table_nkeys(f->t), 0);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(t_exclusive_conflict, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_shared_compatible, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_wait_and_grant, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_disjoint_ranges, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_split_on_unlock, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_merge, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_mode_change_splits, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_upgrade_alone, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_upgrade_waits_for_holders, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_upgrade_not_behind_waiter, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_downgrade_admits_readers, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_fifo_no_writer_starvation, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_fifo_disjoint_waiters_pass, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_fifo_order_many, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_cancel, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_expiry_releases_and_grants, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_drop_waiters_keeps_locks, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_revoke_cached, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_revoke_after_grant, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_uncached_no_revoke, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_tokens_grow, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_test_reports_conflict, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_grace, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_reclaim_keeps_token, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_resync_drops_unannounced, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_limits, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_invalid, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_many_keys, setup, teardown),
-	};
+/* Every test of the table starts from a fresh one. */
+#define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    TEST(t_exclusive_conflict),
+    TEST(t_shared_compatible),
+    TEST(t_wait_and_grant),
+    TEST(t_disjoint_ranges),
+    TEST(t_split_on_unlock),
+    TEST(t_merge),
+    TEST(t_mode_change_splits),
+    TEST(t_upgrade_alone),
+    TEST(t_upgrade_waits_for_holders),
+    TEST(t_upgrade_not_behind_waiter),
+    TEST(t_downgrade_admits_readers),
+    TEST(t_fifo_no_writer_starvation),
+    TEST(t_fifo_disjoint_waiters_pass),
+    TEST(t_fifo_order_many),
+    TEST(t_cancel),
+    TEST(t_expiry_releases_and_grants),
+    TEST(t_drop_waiters_keeps_locks),
+    TEST(t_revoke_cached),
+    TEST(t_revoke_after_grant),
+    TEST(t_uncached_no_revoke),
+    TEST(t_tokens_grow),
+    TEST(t_test_reports_conflict),
+    TEST(t_grace),
+    TEST(t_reclaim_keeps_token),
+    TEST(t_resync_drops_unannounced),
+    TEST(t_limits),
+    TEST(t_invalid),
+    TEST(t_many_keys))
