@@ -30,6 +30,7 @@
 
 #include <curl/curl.h>
 
+#include "clock.h"
 #include "etcd.h"
 #include "log.h"
 
@@ -81,13 +82,11 @@ struct body {
 	size_t	 len;
 };
 
+/* CLOCK_BOOTTIME, as the server's leases: it counts through suspend. */
 static uint64_t
 now_ms(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_ms(CLOCK_BOOTTIME);
 }
 
 static size_t

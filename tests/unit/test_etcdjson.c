@@ -8,17 +8,13 @@
 #include "config.h"
 
 #include <errno.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
 #include <jansson.h>
 
+#include "unit.h"
 #include "etcd.h"
 
 static char	err[256];
@@ -164,16 +160,9 @@ test_requests(void **state)
 	free(s);
 }
 
-int
-main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lease),
-		cmocka_unit_test(test_txn),
-		cmocka_unit_test(test_range),
-		cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_requests),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_lease),
+    cmocka_unit_test(test_txn),
+    cmocka_unit_test(test_range),
+    cmocka_unit_test(test_truncated),
+    cmocka_unit_test(test_requests))
