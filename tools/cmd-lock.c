@@ -76,7 +76,8 @@ wsctl_lockd_open(const char *cmd, const char *addr, const char *keyfile,
 	if ((r = wslock_connect_wait(wl, CONNECT_TIMEOUT_MS)) < 0) {
 		fprintf(stderr, "wsctl %s: cannot reach wslockd at %s: %s\n",
 		    cmd, addr, r == -EACCES ? "refused (wrong cluster key "
-		    "or not allowed)" : strerror(-r));
+		    "or not allowed)" : r == -EREMCHG ? "only standby replicas "
+		    "answered (no active one)" : strerror(-r));
 		wslock_close(wl);
 		return r;
 	}
