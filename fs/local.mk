@@ -7,7 +7,7 @@ fs_wsfs_SOURCES = fs/main.c fs/wsfs.h fs/inode.c fs/ops.c \
 fs_wsfs_CPPFLAGS = $(LOCKD_INC)
 fs_wsfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIH_CFLAGS) \
 	$(UUID_CFLAGS) $(CAPNG_CFLAGS)
-fs_wsfs_LDADD = fs/libwscommon.a lockd/libwsutil.a lockd/libwslock.a \
+fs_wsfs_LDADD = fs/libwscommon.a lockd/libwslock.a lockd/libwsutil.a \
 	$(SODIUM_LIBS) $(FUSE_LIBS) $(URING_LIBS) $(INIH_LIBS) $(UUID_LIBS) \
 	$(CAPNG_LIBS) -lpthread -lm
 dist_man_MANS += fs/wsfs.8 fs/wsfs.conf.5

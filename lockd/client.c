@@ -39,6 +39,7 @@
 
 #include <sodium.h>
 
+#include "clock.h"
 #include "lockd.h"
 #include "wslock.h"
 
@@ -185,13 +186,11 @@ struct wslock {
 	struct table_sess	*ms;
 };
 
+/* Boot time counts a suspended host's sleep, as leases must. */
 static uint64_t
 now_ms(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_ms(CLOCK_BOOTTIME);
 }
 
 static uint64_t

@@ -81,7 +81,7 @@ tests_lockd_benchclient_LDADD = lockd/libwslock.a lockd/libwsutil.a \
 check_PROGRAMS += tests/lockd/mtclient
 tests_lockd_mtclient_SOURCES = tests/lockd/mtclient.c
 tests_lockd_mtclient_CPPFLAGS = $(LOCKD_INC)
-tests_lockd_mtclient_LDADD = lockd/libwslock.a $(SODIUM_LIBS) -lpthread
+tests_lockd_mtclient_LDADD = lockd/libwslock.a lockd/libwsutil.a $(SODIUM_LIBS) -lpthread
 
 # libwsutil: what every program needs and no program owns: logging,
 # clocks, the metrics endpoint, JSON strings, strict numbers. metrics.c parses

@@ -47,6 +47,7 @@
 
 #include <sodium.h>
 
+#include "clock.h"
 #include "etcd.h"
 #include "lockd.h"
 #include "log.h"
@@ -240,13 +241,11 @@ struct server {
 	int			 quit;
 };
 
+/* Boot time counts a suspended host's sleep, as leases must. */
 static uint64_t
 now_ms(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_ms(CLOCK_BOOTTIME);
 }
 
 /*

@@ -6,7 +6,7 @@ tools_wsctl_SOURCES = tools/main.c tools/wsctl.c tools/wsctl.h \
 	tools/cmd-sweep.c
 tools_wsctl_CPPFLAGS = $(FS_INC)
 tools_wsctl_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
-tools_wsctl_LDADD = tools/libwsctl.a $(WSCOMMON_LIBS) lockd/libwslock.a \
+tools_wsctl_LDADD = tools/libwsctl.a lockd/libwslock.a $(WSCOMMON_LIBS) \
 	$(SODIUM_LIBS) -lm
 dist_man_MANS += tools/wsctl.8
 
