@@ -11,7 +11,7 @@ import subprocess
 import time
 import urllib.request
 
-from lockdlib import WSLOCKD, free_port, poll_until, write_key
+from lockdlib import WSLOCKD, free_port, poll_until, terminate, write_key
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 
@@ -63,12 +63,7 @@ class Member:
 
     def stop(self):
         if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            terminate(self.proc)
         self.proc = None
 
 
@@ -221,15 +216,7 @@ class Replica:
         """SIGTERM; the exit status (0 for a clean stop), None if gone."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        rc = self.proc.returncode
+        rc = terminate(self.proc, cont=True)
         self.proc = None
         return rc
 

@@ -24,6 +24,29 @@ LOCKCLIENT = os.path.join(BUILDDIR, "tests", "lockd", "lockclient")
 EAGAIN, EBUSY, ECANCELED, ETIMEDOUT, ENOLCK, ESTALE = 11, 16, 125, 110, 37, 116
 
 
+def terminate(proc, timeout=10, cont=False):
+    """SIGTERM proc (after SIGCONT, for one that may be stopped), kill it if
+    it is still there after timeout; its exit status."""
+    if proc.poll() is None:
+        if cont:
+            os.kill(proc.pid, signal.SIGCONT)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def server_addr(c):
+    """The address of the server client c is connected to."""
+    c.send("server")
+    t, kind, rest = c.reply()
+    assert kind == "server", (kind, rest)
+    return rest[0]
+
+
 # Raw frames, for tests that speak the protocol by hand (PROTOCOL.md).
 HDR = struct.Struct(">IHHQ")
 VERSION = 2
@@ -270,15 +293,8 @@ class Server:
         """SIGTERM; returns the exit status (0 for a clean stop)."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        rc = terminate(self.proc)
         self.logf.close()
-        rc = self.proc.returncode
         self.proc = None
         return rc
 

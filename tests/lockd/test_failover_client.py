@@ -9,20 +9,13 @@ would hold the same epoch and known clients (test_ha.py does it with
 etcd)."""
 import os
 
-from lockdlib import Client, Server, free_port, poll_until
+from lockdlib import Client, Server, free_port, poll_until, server_addr
 
 
 def client_for(env, addrs, key, name="c", wait=True):
     c = Client(",".join(addrs), key=key, name=name)
     env.clients.append(c)
     return c.wait_ready() if wait else c
-
-
-def server_addr(c):
-    c.send("server")
-    t, kind, rest = c.reply()
-    assert kind == "server", (kind, rest)
-    return rest[0]
 
 
 def test_first_address_down_uses_next(env):
