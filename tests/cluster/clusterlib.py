@@ -104,7 +104,9 @@ class Storage:
     def __init__(self):
         self.base = wsfstest.make_base("wsfs-storage-")
         self.dir = os.path.join(self.base, "s")
-        self.name = f"wsst{os.getpid()}"
+        global _serial
+        _serial += 1
+        self.name = f"wsst{os.getpid()}-{_serial}"
         self.env = dict(os.environ, CLUSTER_DIR=self.dir,
                         CLUSTER_NAME=self.name, BUILDDIR=BUILDDIR)
         self.env.pop("STORAGE_FROM", None)
