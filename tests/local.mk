@@ -8,8 +8,10 @@ check-local: check-modules $(UNIT_TESTS)
 	/usr/bin/python3 $(srcdir)/tests/run --srcdir=$(abs_srcdir) \
 	    --builddir=$(abs_builddir) $(UNIT_TESTS)
 
-# The storage tier: the cluster suite with every node on its own
-# GlusterFS client of one replica-3 volume (README, "Storage under a
+# check-local runs the cluster suite on a local directory and then again
+# on GlusterFS (tests/run, STORAGE_PASSES). check-gluster runs the whole
+# cluster suite, test_script.py too, on GlusterFS only: every node on its
+# own GlusterFS client of one replica-3 volume (README, "Storage under a
 # shared mount"). Needs glusterfs-server and glusterfs-client.
 check-gluster: all
 	WSFS_STORAGE=gluster /usr/bin/python3 $(srcdir)/tests/run \

@@ -94,15 +94,81 @@ class ClusterError(Exception):
     pass
 
 
+class Storage:
+    """A GlusterFS volume alone (scripts/cluster storage-up), which the
+    clusters of a session use one after another (STORAGE_FROM): each
+    cluster mounts it with its own clients and gets a directory of its
+    own on it, and the seconds glusterd and a new volume take are spent
+    once."""
+
+    def __init__(self):
+        self.base = wsfstest.make_base("wsfs-storage-")
+        self.dir = os.path.join(self.base, "s")
+        global _serial
+        _serial += 1
+        self.name = f"wsst{os.getpid()}-{_serial}"
+        self.env = dict(os.environ, CLUSTER_DIR=self.dir,
+                        CLUSTER_NAME=self.name, BUILDDIR=BUILDDIR)
+        self.env.pop("STORAGE_FROM", None)
+        self.is_up = False
+
+    def admin(self, *parts):
+        """A path on the volume, through the storage's own client."""
+        return os.path.join(self.dir, "storage", "mnt", "admin", *parts)
+
+    def script(self, *args, check=True, timeout=180):
+        p = subprocess.run([SCRIPT, *args], env=self.env,
+                           capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise ClusterError(
+                f"scripts/cluster {' '.join(args)}: exit {p.returncode}\n"
+                f"{p.stdout}{p.stderr}\n{self.logs()}")
+        return p
+
+    def up(self):
+        self.is_up = True     # 'storage-down' is due even if this fails
+        self.script("storage-up")
+
+    def down(self):
+        """Stop the storage; returns an error text or None."""
+        if not self.is_up:
+            return None
+        p = self.script("storage-down", check=False)
+        if p.returncode != 0:
+            return (f"scripts/cluster storage-down: exit {p.returncode}\n"
+                    f"{p.stdout}{p.stderr}")
+        self.is_up = False
+        return None
+
+    def logs(self):
+        out = []
+        for d, names in ((os.path.join(self.dir, "logs"), None),
+                         (os.path.join(self.dir, "storage", "log"),
+                          ["glusterd.log", "glustershd.log"])):
+            if not os.path.isdir(d):
+                continue
+            for name in names or sorted(os.listdir(d)):
+                if os.path.isfile(os.path.join(d, name)):
+                    text = wsfstest.read_log(os.path.join(d, name), 3000)
+                    out.append(f"--- storage {name}\n{text}")
+        return "\n".join(out)
+
+    def cleanup(self):
+        if not self.is_up and wsfstest.mountinfo(self.admin()) is None:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
 class Cluster:
     """One cluster: nodes 1..nodes, wsfs mounts at mnt(n), all over SOURCE
     src(). Options become the environment of scripts/cluster. On gluster
     storage src() is the admin's GlusterFS mount, and the workspaces are
-    made there once the volume is up."""
+    made there once the volume is up. With shared (a Storage that is up)
+    the cluster runs on that volume, SOURCE being its own directory
+    there, instead of on a volume of its own."""
 
     def __init__(self, nodes=3, lock_timeout=10, lease_ms=4000,
                  grace_ms=None, workspaces=("ws",), wsfs_opts=None,
-                 storage=None):
+                 storage=None, shared=None):
         global _serial
         _serial += 1
         self.nodes = nodes
@@ -112,22 +178,30 @@ class Cluster:
         if self.storage not in STORAGES:
             raise ClusterError(f"storage {self.storage!r}: want one of "
                                f"{STORAGES}")
+        if shared is not None and self.storage != "gluster":
+            raise ClusterError("a shared storage is GlusterFS storage")
+        self.shared = shared
         self.workspaces = workspaces
         self.base = wsfstest.make_base("wsfs-cluster-")
         self.dir = os.path.join(self.base, "c")
-        if self.storage == "gluster":
+        self.name = f"wsct{os.getpid()}-{_serial}"
+        if shared is not None:
+            self.source = shared.admin(self.name)
+        elif self.storage == "gluster":
             self.source = os.path.join(self.dir, "storage", "mnt", "admin")
         else:
             self.source = os.path.join(self.base, "src")
             os.makedirs(self.source)
             self._make_workspaces()
-        self.name = f"wsct{os.getpid()}-{_serial}"
         self.env = dict(os.environ, CLUSTER_DIR=self.dir,
                         CLUSTER_NAME=self.name, CLUSTER_NODES=str(nodes),
                         SOURCE=self.source, BUILDDIR=BUILDDIR,
                         LOCK_TIMEOUT=str(lock_timeout),
                         LEASE_MS=str(lease_ms),
                         CLUSTER_STORAGE=self.storage)
+        self.env.pop("STORAGE_FROM", None)
+        if shared is not None:
+            self.env["STORAGE_FROM"] = shared.dir
         if grace_ms is not None:
             self.env["GRACE_MS"] = str(grace_ms)
         if wsfs_opts:
@@ -216,7 +290,11 @@ class Cluster:
 
     # the storage (gluster only)
     def brick(self, b, *parts):
-        """A path in brick b, on the brick's own directory."""
+        """A path in brick b, on the brick's own directory (on a shared
+        storage: in the cluster's directory of the volume)."""
+        if self.shared is not None:
+            return os.path.join(self.shared.dir, "storage", "bricks",
+                                f"b{b}", self.name, *parts)
         return os.path.join(self.dir, "storage", "bricks", f"b{b}", *parts)
 
     def cut_storage(self, n):
@@ -319,7 +397,8 @@ class Cluster:
             text = wsfstest.read_log(os.path.join(d, name), 6000)
             out.append(f"--- {name}\n{text}")
         # The bricks and the self-heal daemon log into the storage dir.
-        d = os.path.join(self.dir, "storage", "log")
+        d = os.path.join(self.shared.dir if self.shared else self.dir,
+                         "storage", "log")
         names = ["glustershd.log"]
         if os.path.isdir(os.path.join(d, "bricks")):
             names += [os.path.join("bricks", b) for b in
@@ -342,6 +421,9 @@ class Cluster:
     def cleanup(self):
         if not self.is_up and wsfstest.mountinfo(self.dir) is None:
             shutil.rmtree(self.base, ignore_errors=True)
+            # The cluster's directory on a shared volume goes with it.
+            if self.shared is not None:
+                shutil.rmtree(self.source, ignore_errors=True)
 
 
 # Output of the worker.

@@ -52,6 +52,15 @@ scripts/cluster kill/start, SIGKILL of the daemon and a lazy unmount):
     checked.
   - A node that is restarted comes back with an empty cache and a new
     worker; the handover to its first turn is checked as any other.
+  - On GlusterFS the operation in flight can land after the daemon is
+    dead: the daemon's system call is cut short by SIGKILL, but its
+    GlusterFS client (another process) has the request and goes on with
+    it. On a local directory the call ends before the process does. No
+    other node can see the difference, because none gets the dead node's
+    locks before its lease has run out; so on GlusterFS the driver
+    decides the state of a killed node's turn one lease after the kill,
+    and counts the turns whose backing store changed meanwhile
+    ("landed_after_kill"; README, "Storage under a shared mount").
 
 Mappings. test_coherence and test_coherence_faults read a long-lived
 mapping only after a stat of its file in the same turn: that is what wsfs
@@ -716,7 +725,7 @@ class Run:
                       "fault_errors": 0, "lock_retries": 0,
                       "kills_idle": 0, "kills_in_turn": 0,
                       "lockd_restarts": 0, "undone_in_flight": 0,
-                      "done_in_flight": 0}
+                      "done_in_flight": 0, "landed_after_kill": 0}
         self.history = []       # (turn, node, [descriptions])
         # Diagnosis: go on after a violation, fail at the end.
         self.keep_going = os.environ.get("WSFS_COHERENCE_KEEP_GOING") == "1"
@@ -915,6 +924,7 @@ class Run:
             self.last_release = rel["t0"]
         else:
             self.last_release = t_kill
+            self.after_kill(t_kill)
         self.settle(h, cands, stopped)
         self.prev = h
         if t_kill is not None:
@@ -976,6 +986,18 @@ class Run:
         if t is None or s.get("how") not in ("fd", "mmap"):
             return ""
         return f" [descriptor and mapping made in turn {t}]"
+
+    def after_kill(self, t_kill):
+        """On GlusterFS, wait until the killed node's lease has run out
+        since the kill (what its client still had in flight has landed by
+        the time another node can get its locks), noting whether the
+        backing store changed meanwhile."""
+        if self.c.storage != "gluster":
+            return
+        before = scan(self.c.src("ws"))
+        time.sleep(max(0.0, t_kill + self.c.lease - time.monotonic()))
+        if scan(self.c.src("ws")) != before:
+            self.stats["landed_after_kill"] += 1
 
     def settle(self, h, cands, stopped):
         """Set the model to the candidate the backing store shows; only

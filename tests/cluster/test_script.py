@@ -95,7 +95,7 @@ def test_up_status_down(cluster_factory):
 @pytest.mark.parametrize("args", [
     [], ["bogus"], ["up", "extra"], ["exec", "node1"], ["cut"],
     ["cut", "node0"], ["cut", "nodeX"], ["kill", "node1", "node2"],
-    ["kill", "4"],
+    ["kill", "4"], ["storage-up", "extra"], ["storage-down", "extra"],
 ])
 def test_usage_errors(cluster_env, args):
     c = Cluster()
@@ -114,7 +114,7 @@ def test_bad_environment(cluster_env):
         for var, val in (("CLUSTER_NODES", "abc"), ("CLUSTER_NODES", "0"),
                          ("LOCK_TIMEOUT", "soon"), ("CLUSTER_DIR", "rel"),
                          ("CLUSTER_DIR", "/tmp/a,b"),
-                         ("CLUSTER_NAME", "a/b")):
+                         ("CLUSTER_NAME", "a/b"), ("STORAGE_FROM", "rel")):
             env = dict(c.env, **{var: val})
             p = subprocess.run([SCRIPT, "up"], env=env, capture_output=True,
                                text=True, timeout=60)

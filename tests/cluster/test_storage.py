@@ -4,6 +4,10 @@ GlusterFS volume that every node mounts with its own client
 whatever WSFS_STORAGE says, and skip (saying why) only where GlusterFS is
 not installed.
 
+scripts/cluster storage-up runs a volume alone, which clusters started
+with STORAGE_FROM use one after another (the other cluster tests share
+one volume this way); these tests each run on a volume of their own.
+
 Three nodes append fsynced records to one file while the storage fails
 under them:
 
@@ -192,7 +196,8 @@ def lock_log():
 
 
 def gluster_cluster(cluster_factory, log=None):
-    c = cluster_factory(storage="gluster", lock_timeout=10, lease_ms=4000,
+    c = cluster_factory(storage="gluster", own_storage=True,
+                        lock_timeout=10, lease_ms=4000,
                         wsfs_opts=f"lock_log={log}" if log else None)
     return c
 
@@ -223,7 +228,7 @@ def test_gluster_up_status_down(cluster_factory):
     import clusterlib
     import wsfstest
     before = host_gluster_state()
-    c = cluster_factory(storage="gluster", locking=False)
+    c = cluster_factory(storage="gluster", own_storage=True, locking=False)
     names = sorted(n for n in os.listdir("/run/netns")
                    if n.startswith(c.name + "-"))
     assert names == sorted([f"{c.name}-lockd", f"{c.name}-storage"] +
@@ -267,6 +272,68 @@ def test_gluster_up_status_down(cluster_factory):
     assert storage_processes(c) == []
     assert host_gluster_state() == before
     assert os.path.exists(c.brick(2, "ws", "hello"))
+
+
+def test_shared_storage(cluster_env):
+    """storage-up starts a volume alone; clusters with STORAGE_FROM use
+    it one at a time, each in a directory of its own with clients of its
+    own; 'down' leaves the storage running, storage-down is refused while
+    a cluster uses it and stops all of it."""
+    import clusterlib
+    import wsfstest
+    reason = clusterlib.gluster_problem()
+    if reason:
+        pytest.skip(reason)
+    before = host_gluster_state()
+    s = clusterlib.Storage()
+    made = []
+    try:
+        s.up()
+        a = clusterlib.Cluster(nodes=2, storage="gluster", shared=s)
+        made.append(a)
+        a.up()
+        assert a.src() == s.admin(a.name)
+        st = a.script("status").stdout
+        assert "storage gluster (shared)" in st, st
+        for n in (1, 2):
+            g = os.path.join(a.dir, "storage", "mnt", f"node{n}")
+            assert wsfstest.mountinfo(g)["fstype"] == "fuse.glusterfs", g
+            assert wsfstest.mountinfo(a.mnt(n))["source"] == \
+                os.path.join(g, a.name)
+        with open(a.path(1, "ws", "hello"), "w") as f:
+            f.write("from a\n")
+        with open(a.path(2, "ws", "hello")) as f:
+            assert f.read() == "from a\n"
+        for b in (1, 2, 3):
+            assert os.path.exists(a.brick(b, "ws", "hello"))
+        # One cluster at a time; the storage stays while one uses it.
+        b = clusterlib.Cluster(nodes=1, storage="gluster", shared=s)
+        made.append(b)
+        p = b.script("up", check=False)
+        assert p.returncode == 1 and f"used by the cluster in {a.dir}" in \
+            p.stderr, p.stderr
+        p = s.script("storage-down", check=False)
+        assert p.returncode == 1 and "take it down first" in p.stderr
+        assert a.down() is None
+        assert storage_processes(a) == []
+        assert wsfstest.mountinfo(s.admin()) is not None
+        # The next cluster finds the volume running, and a's directory.
+        b.up()
+        assert os.listdir(b.mnt(1)) == ["ws"]
+        assert os.path.exists(s.admin(a.name, "ws", "hello"))
+        assert b.down() is None
+        assert s.down() is None
+        assert sorted(n for n in os.listdir("/run/netns")
+                      if n.startswith(s.name + "-")) == []
+        assert wsfstest.mountinfo(s.admin()) is None
+        assert not [p for p in storage_processes(s)]
+        assert host_gluster_state() == before
+    finally:
+        for c in made:
+            c.down()
+            c.cleanup()
+        s.down()
+        s.cleanup()
 
 
 def test_bricks_killed_under_fsyncing_appenders(cluster_factory, lock_log):
