@@ -1048,7 +1048,7 @@ ws_write_locked(void *arg, int err)
 		perm_write_kill_priv(pw->req, pw->f->fd);
 	if (pw->f->direct)
 		glock_pages_stale(pw->f->inode);
-	uring_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
+	uring_write_now(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
 	    ws_parked_written, pw);
 }
 
@@ -1091,7 +1091,9 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		perm_write_kill_priv(req, f->fd);
 	if (f->direct)
 		glock_pages_stale(f->inode);
-	uring_write(req, f->fd, buf, size, off, g ? ws_io_written : NULL, g);
+	/* The backing open is buffered: see uring_write_now. */
+	uring_write_now(req, f->fd, buf, size, off,
+	    g ? ws_io_written : NULL, g);
 }
 
 static void

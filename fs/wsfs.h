@@ -362,7 +362,8 @@ int		 uring_active(void);
 /* Each of these replies to req exactly once, possibly from another thread. */
 void		 uring_read(fuse_req_t req, int fd, size_t size, off_t off,
 		     uring_done_fn fn, void *fn_arg);
-void		 uring_write(fuse_req_t req, int fd, const char *buf,
+/* A buffered write by pwrite in the calling thread (no copy, no ring). */
+void		 uring_write_now(fuse_req_t req, int fd, const char *buf,
 		     size_t size, off_t off, uring_done_fn fn, void *fn_arg);
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
