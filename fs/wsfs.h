@@ -62,6 +62,15 @@ struct inode {
 	 */
 	LIST_HEAD(, kname)	 knames;
 	int			 adrift;
+	/*
+	 * The kernel asks for security.capability before every write. Without
+	 * a lock service, xattr_seq + 1 in no_cap_at means the backing store
+	 * answered ENODATA, or wsfs made the file, and nothing changed an
+	 * xattr through this inode since (ops.c; atomic, no lock). A setxattr
+	 * or removexattr bumps xattr_seq before and after its change.
+	 */
+	unsigned int		 xattr_seq;
+	unsigned int		 no_cap_at;
 	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
 	char			*name;
 };
