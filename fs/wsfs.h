@@ -111,6 +111,12 @@ struct wsfs {
 	struct inode		*root;
 	struct fuse_session	*se;
 	uid_t			 source_uid;
+	/*
+	 * SOURCE is a local filesystem (ext4, xfs, btrfs, tmpfs): close
+	 * reports no errors, and an open fd keeps its inode's number from
+	 * being reused. Not so for network filesystems.
+	 */
+	int			 source_local;
 };
 
 extern struct wsfs wsfs;
