@@ -212,9 +212,7 @@ ws_reply_entry(fuse_req_t req, struct inode *parent, int r,
 
 /*
  * A lookup's answer: a missing name is answered as a negative entry while
- * the node holds the directory's lock; without a lock service, for as
- * long as a name that is there (entry_timeout), except at the top of the
- * mount, where wsctl makes workspaces on SOURCE directly.
+ * the node holds the directory's lock.
  */
 static void
 ws_reply_lookup(fuse_req_t req, struct inode *parent, int r,
@@ -222,12 +220,7 @@ ws_reply_lookup(fuse_req_t req, struct inode *parent, int r,
 {
 	double	t;
 
-	if (r == -ENOENT && !cluster_enabled() && parent != inode_root() &&
-	    (t = wsfs.conf.entry_timeout) > 0) {
-		memset(e, 0, sizeof *e);
-		e->entry_timeout = t;
-		fuse_reply_entry(req, e);
-	} else if (r == -ENOENT && cluster_enabled() &&
+	if (r == -ENOENT && cluster_enabled() &&
 	    (t = glock_entry_timeout(parent)) > 0) {
 		memset(e, 0, sizeof *e);
 		e->entry_timeout = t;
