@@ -52,14 +52,12 @@ static struct {
  * queued fds the caller closes its own (slow, but the fds stay bounded).
  */
 #define CLOSER_MAX	1024
-#define CLOSER_GATHER_US 1000
 
 static struct {
 	pthread_mutex_t	 lock;
 	pthread_cond_t	 cond;		/* work queued, or the queue emptied */
 	pthread_once_t	 once;
 	int		 running;
-	int		 waiting;	/* the closer sleeps on cond */
 	int		*fds;
 	size_t		 n, cap;
 	size_t		 busy;		/* taken off the queue, not yet closed */
@@ -78,19 +76,8 @@ closer_main(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&closer.lock);
 	for (;;) {
-		while (closer.n == 0) {
-			closer.waiting = 1;
+		while (closer.n == 0)
 			pthread_cond_wait(&closer.cond, &closer.lock);
-			closer.waiting = 0;
-		}
-		/*
-		 * Let a burst of closes (every FORGET of an rm -rf frees an
-		 * inode) gather for a moment: one wakeup for many fds rather
-		 * than a futex and a switch to this thread per fd.
-		 */
-		pthread_mutex_unlock(&closer.lock);
-		usleep(CLOSER_GATHER_US);
-		pthread_mutex_lock(&closer.lock);
 		fds = closer.fds;
 		closer.busy = n = closer.n;
 		closer.fds = NULL;
@@ -148,9 +135,7 @@ closer_push(const int *fds, size_t n)
 			memcpy(closer.fds + closer.n, fds, n * sizeof *fds);
 			closer.n += n;
 			queued = 1;
-			/* Awake, the closer finds these with what it gathers. */
-			if (closer.waiting)
-				pthread_cond_broadcast(&closer.cond);
+			pthread_cond_broadcast(&closer.cond);
 		}
 	}
 	pthread_mutex_unlock(&closer.lock);
