@@ -380,16 +380,6 @@ ws_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
-	/*
-	 * Without a lock service a listing is a plain readdir: readdirplus
-	 * costs a full lookup (openat2, fstat, table entry) of every entry
-	 * new to the table, which a listing that stats nothing (scandir with
-	 * d_type, git, rm -rf) never uses, and each entry's reference then
-	 * comes back as a FORGET.
-	 */
-	if (!cluster_enabled())
-		conn->want &= ~(FUSE_CAP_READDIRPLUS |
-		    FUSE_CAP_READDIRPLUS_AUTO);
 	conn->max_write = 1024 * 1024;
 	conn->max_readahead = 1024 * 1024;
 }
