@@ -900,7 +900,8 @@ inode_from_new_fd(struct inode *parent, const char *name, int fd,
  * an inode of the table, under the same key; only a new inode needs the
  * openat2 walk and a handle. An inode reached here was entered before by
  * that walk, so this can never cross a mount point or leave the
- * workspace. Returns 1 with e filled and one more kernel reference.
+ * workspace. Returns 1 with e filled and one more kernel reference,
+ * -ENOENT when the name is not there, 0 for the full walk.
  */
 static int
 inode_lookup_known(struct inode *parent, int pfd, const char *name,
@@ -917,17 +918,34 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	int		 mnt;
 
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-		return 0;
+		/* Nothing there: the walk would find nothing either. */
+		return errno == ENOENT ? -ENOENT : 0;
 	inode_key(&key, parent, &st);
-	/* The handle tells the inode from an older one of the same number. */
-	fh->handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(pfd, name, fh, &mnt, 0) == -1)
-		return 0;
 	pthread_mutex_lock(&itab.lock);
 	if ((slot = tfind(&key, &itab.tree, inode_cmp)) == NULL ||
-	    (in = *slot)->type != key.type || !inode_handle_eq(in->fh, fh)) {
+	    (in = *slot)->type != key.type) {
+		/* New to the table: no handle to compare with. */
 		itab_unlock();
 		return 0;
+	}
+	/*
+	 * On a local filesystem an inode number is not reused while an fd
+	 * holds the inode: with its fd open now, the inode of the table is
+	 * alive and is the one the name leads to. Else the handle tells it
+	 * from an older one of the same number.
+	 */
+	if (in->fd < 0 || !wsfs.source_local) {
+		itab_unlock();
+		fh->handle_bytes = MAX_HANDLE_SZ;
+		if (name_to_handle_at(pfd, name, fh, &mnt, 0) == -1)
+			return 0;
+		pthread_mutex_lock(&itab.lock);
+		if ((slot = tfind(&key, &itab.tree, inode_cmp)) == NULL ||
+		    (in = *slot)->type != key.type ||
+		    !inode_handle_eq(in->fh, fh)) {
+			itab_unlock();
+			return 0;
+		}
 	}
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
@@ -972,9 +990,9 @@ inode_lookup(struct inode *parent, const char *name,
 	}
 	if ((pfd = inode_fd_get(parent)) < 0)
 		return pfd;
-	if (inode_lookup_known(parent, pfd, name, e)) {
+	if ((r = inode_lookup_known(parent, pfd, name, e)) != 0) {
 		inode_fd_put(parent);
-		return 0;
+		return r < 0 ? r : 0;
 	}
 	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
 	inode_fd_put(parent);

@@ -7,9 +7,11 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include <errno.h>
 #include <getopt.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +188,25 @@ check_source(int fd)
 		    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 }
 
+/* Is SOURCE on a filesystem of this machine (see struct wsfs)? */
+static int
+source_is_local(int fd)
+{
+	struct statfs	sf;
+
+	if (fstatfs(fd, &sf) == -1)
+		return 0;
+	switch ((unsigned long)sf.f_type) {
+	case EXT4_SUPER_MAGIC:
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 static volatile sig_atomic_t stop_signal;
 
 static void
@@ -302,6 +323,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	check_source(wsfs.source_fd);
+	wsfs.source_local = source_is_local(wsfs.source_fd);
 	/* Messages and status name SOURCE by its full path. */
 	if ((wsfs.source = realpath(argv[optind], NULL)) == NULL)
 		wsfs.source = argv[optind];
@@ -351,6 +373,13 @@ main(int argc, char **argv)
 		ops.getlk = NULL;
 		ops.setlk = NULL;
 		ops.flock = NULL;
+		/*
+		 * A flush only reports close-time errors of the backing
+		 * store (NFS): a local one has none. Without the handler
+		 * the kernel stops sending a request per close.
+		 */
+		if (wsfs.source_local)
+			ops.flush = NULL;
 	}
 	wsfs.se = fuse_session_new(&args, &ops, sizeof ops, NULL);
 	if (wsfs.se == NULL)

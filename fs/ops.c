@@ -79,6 +79,44 @@ ws_same_workspace(struct inode *a, struct inode *b)
 	return a->ws == b->ws;
 }
 
+/*
+ * security.capability, which the kernel asks for before every write to
+ * learn whether the write must remove it, is answered from memory while
+ * the inode is known to have none: learned from the backing store's
+ * ENODATA, or because wsfs made the file, and forgotten by any setxattr
+ * or removexattr through this inode. Only without a lock service: with
+ * one, other nodes change xattrs. What a writer that bypasses wsfs sets
+ * is missed until the kernel forgets the inode; README (Performance) says
+ * why that cannot keep a capability across a write through wsfs.
+ */
+static int
+ws_xattr_is_cap(const char *name)
+{
+	return strcmp(name, "security.capability") == 0 && !cluster_enabled();
+}
+
+static int
+ws_no_cap(struct inode *in)
+{
+	return __atomic_load_n(&in->no_cap_at, __ATOMIC_ACQUIRE) ==
+	    __atomic_load_n(&in->xattr_seq, __ATOMIC_ACQUIRE) + 1;
+}
+
+/* Record "no capability" as of seq (read before asking the store). */
+static void
+ws_no_cap_set(struct inode *in, unsigned int seq)
+{
+	if (seq & 1)			/* a change was under way */
+		return;
+	__atomic_store_n(&in->no_cap_at, seq + 1, __ATOMIC_RELEASE);
+}
+
+static void
+ws_xattr_changing(struct inode *in)
+{
+	__atomic_add_fetch(&in->xattr_seq, 1, __ATOMIC_ACQ_REL);
+}
+
 /* The inode number behind a name in a directory, 0 if there is none. */
 static ino_t
 ws_name_ino(int dirfd, const char *name)
@@ -926,6 +964,11 @@ ws_create_run(struct ws_change *c)
 	 */
 	if (r == 0 && created)
 		glock_made(ws_inode(e.ino));
+	/* Just made by us: no capability, unless another inode had it. */
+	if (r == 0 && created && !cluster_enabled())
+		ws_no_cap_set(ws_inode(e.ino),
+		    __atomic_load_n(&ws_inode(e.ino)->xattr_seq,
+		    __ATOMIC_ACQUIRE));
 	if (r == 0 && ws_file_new(ws_inode(e.ino), fd, fi, fi->flags) == NULL) {
 		inode_forget(ws_inode(e.ino), 1);
 		r = -ENOMEM;
@@ -1009,7 +1052,7 @@ ws_write_locked(void *arg, int err)
 		perm_write_kill_priv(pw->req, pw->f->fd);
 	if (pw->f->direct)
 		glock_pages_stale(pw->f->inode);
-	uring_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
+	uring_write_now(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
 	    ws_parked_written, pw);
 }
 
@@ -1052,7 +1095,9 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		perm_write_kill_priv(req, f->fd);
 	if (f->direct)
 		glock_pages_stale(f->inode);
-	uring_write(req, f->fd, buf, size, off, g ? ws_io_written : NULL, g);
+	/* The backing open is buffered: see uring_write_now. */
+	uring_write_now(req, f->fd, buf, size, off,
+	    g ? ws_io_written : NULL, g);
 }
 
 static void
@@ -1354,13 +1399,33 @@ static void
 ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct inode	*in = ws_inode(ino);
+	unsigned int	 seq;
+	char		*buf = NULL;
+	ssize_t		 r;
 
 	/* A symlink's xattrs cannot be reached without following it. */
 	if (in->type == S_IFLNK || ws_xattr_acl(name)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	ws_xattr_read(req, in, XA_GET, name, size);
+	if (!ws_xattr_is_cap(name)) {
+		ws_xattr_read(req, in, XA_GET, name, size);
+		return;
+	}
+	if (ws_no_cap(in)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	seq = __atomic_load_n(&in->xattr_seq, __ATOMIC_ACQUIRE);
+	if (size > 0 && (buf = malloc(size)) == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	r = ws_xattr(in, XA_GET, name, buf, size, 0);
+	if (r == -ENODATA)
+		ws_no_cap_set(in, seq);
+	ws_reply_xattr(req, r, buf, size);
+	free(buf);
 }
 
 static void
@@ -1380,11 +1445,14 @@ ws_xattr_change_run(struct ws_change *c)
 {
 	ssize_t	r;
 
+	/* Odd while the change is under way: see ws_no_cap_set. */
+	ws_xattr_changing(c->in);
 	if (c->to_set == XA_SET)
 		r = ws_xattr(c->in, XA_SET, c->name,
 		    (void *)(uintptr_t)c->data, c->size, c->flags);
 	else
 		r = ws_xattr(c->in, XA_REMOVE, c->name, NULL, 0, 0);
+	ws_xattr_changing(c->in);
 	fuse_reply_err(c->req, r < 0 ? (int)-r : 0);
 	return 0;
 }

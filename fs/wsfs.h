@@ -68,6 +68,15 @@ struct inode {
 	 * has no lock to give back.
 	 */
 	int			 plocked;
+	/*
+	 * The kernel asks for security.capability before every write. Without
+	 * a lock service, xattr_seq + 1 in no_cap_at means the backing store
+	 * answered ENODATA, or wsfs made the file, and nothing changed an
+	 * xattr through this inode since (ops.c; atomic, no lock). A setxattr
+	 * or removexattr bumps xattr_seq before and after its change.
+	 */
+	unsigned int		 xattr_seq;
+	unsigned int		 no_cap_at;
 	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
 	char			*name;
 };
@@ -109,6 +118,12 @@ struct wsfs {
 	struct inode		*root;
 	struct fuse_session	*se;
 	uid_t			 source_uid;
+	/*
+	 * SOURCE is a local filesystem (ext4, xfs, btrfs, tmpfs): close
+	 * reports no errors, and an open fd keeps its inode's number from
+	 * being reused. Not so for network filesystems.
+	 */
+	int			 source_local;
 };
 
 extern struct wsfs wsfs;
@@ -416,7 +431,8 @@ int		 uring_active(void);
 /* Each of these replies to req exactly once, possibly from another thread. */
 void		 uring_read(fuse_req_t req, int fd, size_t size, off_t off,
 		     uring_done_fn fn, void *fn_arg);
-void		 uring_write(fuse_req_t req, int fd, const char *buf,
+/* A buffered write by pwrite in the calling thread (no copy, no ring). */
+void		 uring_write_now(fuse_req_t req, int fd, const char *buf,
 		     size_t size, off_t off, uring_done_fn fn, void *fn_arg);
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
