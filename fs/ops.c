@@ -1037,6 +1037,22 @@ ws_parked_written(void *arg, int res)
 	free(pw);
 }
 
+/*
+ * A buffered write: a pwrite in this thread on a local SOURCE (see
+ * uring_write_now); through the ring on a network filesystem, whose
+ * server may stall for long, so that no FUSE worker, nor the operations
+ * thread that continues parked writes, waits for it.
+ */
+static void
+ws_backing_write(fuse_req_t req, int fd, const char *buf, size_t size,
+    off_t off, uring_done_fn fn, void *fn_arg)
+{
+	if (wsfs.source_local)
+		uring_write_now(req, fd, buf, size, off, fn, fn_arg);
+	else
+		uring_write(req, fd, buf, size, off, fn, fn_arg);
+}
+
 static void
 ws_write_locked(void *arg, int err)
 {
@@ -1052,7 +1068,7 @@ ws_write_locked(void *arg, int err)
 		perm_write_kill_priv(pw->req, pw->f->fd);
 	if (pw->f->direct)
 		glock_pages_stale(pw->f->inode);
-	uring_write_now(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
+	ws_backing_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
 	    ws_parked_written, pw);
 }
 
@@ -1095,8 +1111,7 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		perm_write_kill_priv(req, f->fd);
 	if (f->direct)
 		glock_pages_stale(f->inode);
-	/* The backing open is buffered: see uring_write_now. */
-	uring_write_now(req, f->fd, buf, size, off,
+	ws_backing_write(req, f->fd, buf, size, off,
 	    g ? ws_io_written : NULL, g);
 }
 

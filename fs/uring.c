@@ -408,6 +408,33 @@ uring_write_now(fuse_req_t req, int fd, const char *buf, size_t size,
 		fuse_reply_write(req, done);
 }
 
+/*
+ * A write through the ring, answered from the completion thread: for
+ * storage that can stall for long (a network filesystem whose server went
+ * away), where a pwrite would hold the calling thread as long.
+ */
+void
+uring_write(fuse_req_t req, int fd, const char *buf, size_t size, off_t off,
+    uring_done_fn fn, void *fn_arg)
+{
+	struct uring_op	*op;
+
+	/* The request buffer is reused once the worker returns: copy it. */
+	if ((op = uring_op_new(req, UOP_WRITE, fd, size, off, fn,
+	    fn_arg)) == NULL) {
+		if (fn != NULL)
+			fn(fn_arg, -ENOMEM);
+		stats_reply_err(req, OP_WRITE, ENOMEM);
+		return;
+	}
+	if (size == 0) {
+		uring_done(op, 0);
+		return;
+	}
+	memcpy(op->buf, buf, size);
+	uring_start(op);
+}
+
 void
 uring_fsync(fuse_req_t req, int fd, int datasync)
 {

@@ -434,6 +434,9 @@ void		 uring_read(fuse_req_t req, int fd, size_t size, off_t off,
 /* A buffered write by pwrite in the calling thread (no copy, no ring). */
 void		 uring_write_now(fuse_req_t req, int fd, const char *buf,
 		     size_t size, off_t off, uring_done_fn fn, void *fn_arg);
+/* The same through the ring (buf is copied), answered from elsewhere. */
+void		 uring_write(fuse_req_t req, int fd, const char *buf,
+		     size_t size, off_t off, uring_done_fn fn, void *fn_arg);
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
 /* ops.c */
