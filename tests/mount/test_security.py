@@ -351,6 +351,32 @@ def test_append_write_with_lockd_clears_setid_like_native(lockd_factory,
     assert kill_modes(d, os.O_APPEND) == want
 
 
+# A VFS_CAP_REVISION_2 file capability: effective, CAP_NET_RAW permitted.
+CAP_NET_RAW_BLOB = ((0x02000000 | 1).to_bytes(4, "little") +
+                    (1 << 13).to_bytes(4, "little") + bytes(12))
+
+
+def test_capability_set_behind_the_mount_goes_with_the_next_write(
+        mount_factory):
+    """The daemon answers the kernel's per-write security.capability query
+    from memory once it knows a file has none. A capability set on the
+    backing file afterwards, behind wsfs's back, must still not survive a
+    write through the mount, as on a local filesystem."""
+    m = mount_factory(workspaces=("ws1",))
+    mp, bp = m.path("ws1", "f"), m.src("ws1", "f")
+    fd = os.open(mp, os.O_WRONLY | os.O_CREAT, 0o755)
+    try:
+        os.write(fd, b"first")			# learnt: no capability
+        os.setxattr(bp, "security.capability", CAP_NET_RAW_BLOB)
+        os.write(fd, b"second")
+    finally:
+        os.close(fd)
+    assert outcome_errno(os.getxattr, bp, "security.capability") == \
+        errno.ENODATA, "a capability survived a write through the mount"
+    with open(bp, "rb") as f:
+        assert f.read() == b"firstsecond"
+
+
 # --- 8. new objects go to their creator, and only they ---------------------
 
 MAKE_CASES = {
