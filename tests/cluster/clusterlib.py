@@ -237,6 +237,31 @@ class Cluster:
                 f"{p.stdout}{p.stderr}\n{self.logs()}")
         return p
 
+
+    def daemon_threads(self):
+        """Where every thread of every node's wsfs is, for a failure
+        message about something stuck (from scripts/cluster status)."""
+        out = []
+        st = self.script("status", check=False).stdout
+        for line in st.splitlines():
+            w = line.split()
+            if len(w) >= 4 and w[0].startswith("node") and w[1:3] == [
+                    "wsfs", "pid"]:
+                pid = w[3].rstrip(",")
+                try:
+                    tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+                except OSError as e:
+                    out.append(f"{w[0]} wsfs {pid}: {e.strerror}")
+                    continue
+                for t in tids:
+                    try:
+                        with open(f"/proc/{pid}/task/{t}/comm") as f:
+                            comm = f.read().strip()
+                    except OSError:
+                        comm = "?"
+                    out.append(f"{w[0]} wsfs {pid} thread {t} ({comm}): "
+                               f"{wsfstest.where(f'{pid}/task/{t}')}")
+        return "\n".join(out)
     def _make_workspaces(self):
         for w in self.workspaces:
             p = os.path.join(self.source, w)

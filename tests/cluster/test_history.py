@@ -352,7 +352,8 @@ def _run(cluster_factory, seed, rng, secs, log):
         except subprocess.TimeoutExpired:
             stuck.append(f"node{n} writer pid {w.p.pid}: {where(w.p.pid)}")
     assert not stuck, "writers stuck in the filesystem:\n" + \
-        "\n".join(stuck) + "\n" + c.script("status", check=False).stdout
+        "\n".join(stuck) + "\n" + c.script("status", check=False).stdout + \
+        "\n" + c.daemon_threads()
     for w in writers:
         w.stop(timeout=10)
     if faults.error is not None:
