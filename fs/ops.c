@@ -1038,16 +1038,18 @@ ws_parked_written(void *arg, int res)
 }
 
 /*
- * A buffered write: a pwrite in this thread on a local SOURCE (see
- * uring_write_now); through the ring on a network filesystem, whose
- * server may stall for long, so that no FUSE worker, nor the operations
- * thread that continues parked writes, waits for it.
+ * A buffered write: a pwrite in this thread on a local SOURCE without a
+ * lock service (see uring_write_now). Through the ring on a network
+ * filesystem, whose server may stall for long, and under cluster locks,
+ * where the write holds a lock other nodes may be waiting for and where
+ * parked writes are continued by the one operations thread: no FUSE
+ * worker and not that thread waits for the backing store.
  */
 static void
 ws_backing_write(fuse_req_t req, int fd, const char *buf, size_t size,
     off_t off, uring_done_fn fn, void *fn_arg)
 {
-	if (wsfs.source_local)
+	if (wsfs.source_local && !cluster_enabled())
 		uring_write_now(req, fd, buf, size, off, fn, fn_arg);
 	else
 		uring_write(req, fd, buf, size, off, fn, fn_arg);
