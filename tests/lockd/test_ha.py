@@ -168,7 +168,7 @@ def test_one_etcd_member_down_service_goes_on(ha):
 
 
 def test_quorum_lost_no_grants_then_resume(ha):
-    a = wait_active(ha.replicas)
+    wait_active(ha.replicas)
     c = ha.client("c")
     _, st, tok = c.lock_wait("x", "obj", flags="-")
     assert st == 0
