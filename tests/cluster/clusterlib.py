@@ -94,6 +94,18 @@ class ClusterError(Exception):
     pass
 
 
+def run_script(owner, args, check, timeout):
+    """scripts/cluster ARGS in owner's environment (a Storage or a Cluster);
+    a failure, when check is set, raises with owner's logs."""
+    p = subprocess.run([SCRIPT, *args], env=owner.env, capture_output=True,
+                       text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise ClusterError(
+            f"scripts/cluster {' '.join(args)}: exit {p.returncode}\n"
+            f"{p.stdout}{p.stderr}\n{owner.logs()}")
+    return p
+
+
 class Storage:
     """A GlusterFS volume alone (scripts/cluster storage-up), which the
     clusters of a session use one after another (STORAGE_FROM): each
@@ -117,13 +129,7 @@ class Storage:
         return os.path.join(self.dir, "storage", "mnt", "admin", *parts)
 
     def script(self, *args, check=True, timeout=180):
-        p = subprocess.run([SCRIPT, *args], env=self.env,
-                           capture_output=True, text=True, timeout=timeout)
-        if check and p.returncode != 0:
-            raise ClusterError(
-                f"scripts/cluster {' '.join(args)}: exit {p.returncode}\n"
-                f"{p.stdout}{p.stderr}\n{self.logs()}")
-        return p
+        return run_script(self, args, check, timeout)
 
     def up(self):
         self.is_up = True     # 'storage-down' is due even if this fails
@@ -229,14 +235,7 @@ class Cluster:
 
     # scripts/cluster
     def script(self, *args, check=True, timeout=120):
-        p = subprocess.run([SCRIPT, *args], env=self.env, capture_output=True,
-                           text=True, timeout=timeout)
-        if check and p.returncode != 0:
-            raise ClusterError(
-                f"scripts/cluster {' '.join(args)}: exit {p.returncode}\n"
-                f"{p.stdout}{p.stderr}\n{self.logs()}")
-        return p
-
+        return run_script(self, args, check, timeout)
 
     def daemon_threads(self):
         """Where every thread of every node's wsfs is, for a failure
