@@ -1040,6 +1040,35 @@ glock_open_keep_cache(struct inode *in)
 	return keep;
 }
 
+/*
+ * A rename done: the kernel moves the old name's dentry, with what is
+ * left of its timeout, into the new directory (both ways for an
+ * exchange), so a directory that receives a name cached under another's
+ * lock has cached names too, and its release must drop them. Seen as a
+ * stale name after a handover (coherence checker, seed 483574): the
+ * source directory's lock stayed, the target's went back without an
+ * epoch bump.
+ */
+void
+glock_renamed(struct inode *from, struct inode *to, int exchange)
+{
+	struct glock	*gf, *gt;
+	int		 nf, nt;
+
+	if (!cluster_enabled() || from == to)
+		return;
+	pthread_mutex_lock(&gl.lock);
+	gf = glock_find_locked(from->ino, 0);
+	gt = glock_find_locked(to->ino, 0);
+	nf = gf != NULL && gf->names;
+	nt = gt != NULL && gt->names;
+	if (gt != NULL && nf)
+		gt->names = 1;
+	if (gf != NULL && exchange && nt)
+		gf->names = 1;
+	pthread_mutex_unlock(&gl.lock);
+}
+
 /* A write that bypassed this node's page cache: its pages are stale. */
 void
 glock_pages_stale(struct inode *in)

@@ -766,9 +766,11 @@ ws_rename_run(struct ws_change *c)
 	else if (renameat2(pfd, c->name, npfd, c->name2,
 	    (unsigned int)c->flags) == -1)
 		r = -errno;
-	if (r == 0)
+	if (r == 0) {
 		inode_renamed(c->in, c->name, c->in2, c->name2,
 		    c->flags & RENAME_EXCHANGE);
+		glock_renamed(c->in, c->in2, c->flags & RENAME_EXCHANGE);
+	}
 	inode_fd_put(c->in2);
 	inode_fd_put(c->in);
 	if (r == -EAGAIN)

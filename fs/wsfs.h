@@ -252,6 +252,9 @@ double		 glock_entry_timeout(struct inode *parent);
 /* Whether an open of in may keep the kernel's pages (same hold). */
 int		 glock_open_keep_cache(struct inode *in);
 void		 glock_pages_stale(struct inode *in);
+/* A rename from one directory to another has just succeeded. */
+void		 glock_renamed(struct inode *from, struct inode *to,
+		     int exchange);
 /* A new object of this node: ask for its lock ahead of its first use. */
 void		 glock_made(struct inode *in);
 /*
