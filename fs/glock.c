@@ -662,12 +662,11 @@ glock_ask_locked(struct glock *g, int mode, enum glock_ask ask)
 
 	glock_range(g, &r);
 	/*
-	 * A hint or an upgrade is a try-lock that also asks the holders to
-	 * give their locks back. WSLOCK_QUIET (which would leave them alone)
-	 * is not used yet: with it the coherence checker saw a stale name
-	 * (seed 483574), not yet explained.
+	 * A hint or an upgrade is a quiet try-lock: looking at an object
+	 * makes no other node give its lock back (a failed upgrade gives the
+	 * shared lock back and queues, see glock_step_locked).
 	 */
-	flags = WSLOCK_CACHED | (ask == ASK_WAIT ? WSLOCK_WAIT : 0);
+	flags = WSLOCK_CACHED | (ask == ASK_WAIT ? WSLOCK_WAIT : WSLOCK_QUIET);
 	g->want = mode;
 	g->ask = ask;
 	if ((ret = wslock_lock(cluster_handle(), &r, mode, flags, &g->w,
