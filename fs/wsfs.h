@@ -393,16 +393,33 @@ enum stats_counter {
 	SC_CACHE_INVALS,	/* kernel cache drops at a lock's release */
 	SC_NCOUNTERS
 };
-void		 stats_begin(int op, uint64_t *t0);
-void		 stats_end(int op, uint64_t t0);
-void		 stats_error(int op);
+/*
+ * What an operation carries from its handler to its answer: which one it
+ * is and when its handler started. Every handler runs between
+ * stats_begin and stats_end in its FUSE worker. One answered later from
+ * another thread (a change parked for its cluster locks, an I/O on the
+ * ring, a lock request at the server) keeps a stats_save copy beside its
+ * fuse_req_t, taken before another thread can answer it, and calls
+ * stats_detach once it is handed on; the answering thread calls
+ * stats_resume with the copy, answers, then stats_end. So errors and
+ * latency, lock waits and I/O included, are counted once, by the thread
+ * that answers.
+ */
+struct stats_timing {
+	int		 op;		/* enum stats_op; -1: none */
+	uint64_t	 t0;		/* CLOCK_MONOTONIC ns at the handler's start */
+};
+void		 stats_begin(int op);
+void		 stats_save(struct stats_timing *o);
+void		 stats_detach(void);
+void		 stats_resume(const struct stats_timing *o);
+void		 stats_end(void);
 /*
  * The one way to answer with an error: fuse_reply_err(req, err), err 0 or
- * a positive errno, a non-zero one counted as an error of op (-1: of the
- * operation the calling thread serves). Threads that serve none (the
- * io_uring and lock threads) name the operation.
+ * a positive errno, a non-zero one counted as an error of the operation
+ * the calling thread serves (begun or resumed).
  */
-int		 stats_reply_err(fuse_req_t req, int op, int err);
+int		 stats_reply_err(fuse_req_t req, int err);
 void		 stats_count(int counter, unsigned long long n);
 unsigned long long stats_counter(int counter);
 const char	*stats_op_name(int op);
