@@ -84,13 +84,13 @@ tests_lockd_mtclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_mtclient_LDADD = lockd/libwslock.a lockd/libwsutil.a $(SODIUM_LIBS) -lpthread
 
 # libwsutil: what every program needs and no program owns: logging,
-# clocks, the metrics endpoint, JSON strings, strict numbers. metrics.c parses
+# clocks, the metrics endpoint, JSON strings, strict numbers, lock keys. metrics.c parses
 # addresses with addr.c, so its users link libwslock.a (or addr.c) after.
 noinst_LIBRARIES += lockd/libwsutil.a
 lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/clock.c \
 	lockd/clock.h lockd/metrics.c \
 	lockd/metrics.h lockd/json.c lockd/json.h lockd/number.c \
-	lockd/number.h lockd/defaults.h
+	lockd/number.h lockd/lockkey.c lockd/lockkey.h lockd/defaults.h
 lockd_libwsutil_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 
 if HAVE_CMOCKA
@@ -104,8 +104,10 @@ tests_unit_test_etcdjson_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) \
 tests_unit_test_etcdjson_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS) \
 	$(JANSSON_LIBS)
 
-UNIT_TESTS += tests/unit/test_json tests/unit/test_number
-check_PROGRAMS += tests/unit/test_json tests/unit/test_number
+UNIT_TESTS += tests/unit/test_json tests/unit/test_number \
+	tests/unit/test_lockkey
+check_PROGRAMS += tests/unit/test_json tests/unit/test_number \
+	tests/unit/test_lockkey
 tests_unit_test_json_SOURCES = tests/unit/test_json.c
 tests_unit_test_json_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_json_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -114,4 +116,8 @@ tests_unit_test_number_SOURCES = tests/unit/test_number.c
 tests_unit_test_number_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_number_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_number_LDADD = lockd/libwsutil.a $(CMOCKA_LIBS)
+tests_unit_test_lockkey_SOURCES = tests/unit/test_lockkey.c
+tests_unit_test_lockkey_CPPFLAGS = $(LOCKD_INC)
+tests_unit_test_lockkey_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_lockkey_LDADD = lockd/libwsutil.a $(CMOCKA_LIBS)
 endif

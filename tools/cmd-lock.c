@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "defaults.h"
+#include "lockkey.h"
 #include "wslock.h"
 #include "wsctl.h"
 
@@ -175,8 +176,9 @@ workspace_lock(const char *ws, const char **addr, const char **keyfile,
 		fprintf(stderr, "wsctl lock: %s: %s\n", root, strerror(errno));
 		return -errno;
 	}
-	snprintf(key, keylen, "w/%llu/%llu", (unsigned long long)st_root.st_ino,
-	    (unsigned long long)st_ws.st_ino);
+	if (lockkey_format('w', (uint64_t)st_root.st_ino,
+	    (uint64_t)st_ws.st_ino, key, keylen) == 0)
+		return -ENAMETOOLONG;
 	if (addr == NULL)
 		return 0;
 	if (wsctl_control("lock", root, NULL, "lockd", answer,
