@@ -360,7 +360,7 @@ cluster_init(void)
 	STAILQ_INIT(&cl.work.tasks);
 	STAILQ_INIT(&cl.inval.tasks);
 	STAILQ_INIT(&cl.ops.tasks);
-	if (wsfs.conf.kind != WS_KIND_SHARED || wsfs.conf.lockd == NULL ||
+	if (wsfs.conf.kind != CONF_KIND_SHARED || wsfs.conf.lockd == NULL ||
 	    strcmp(wsfs.conf.lockd, "off") == 0)
 		return 0;
 	if (fstat(wsfs.source_fd, &st) == -1)
