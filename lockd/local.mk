@@ -1,6 +1,6 @@
 # wslockd, its protocol and the client library libwslock.
 LOCKD_COMMON = lockd/proto.h lockd/lockd.h lockd/codec.c lockd/table.c \
-	lockd/addr.c
+	lockd/addr.c lockd/auth.c
 
 EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
@@ -22,12 +22,12 @@ tests_unit_test_table_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_table_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_table_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
 tests_unit_test_proto_SOURCES = tests/unit/test_proto.c lockd/codec.c \
-	lockd/addr.c lockd/lockd.h lockd/proto.h
+	lockd/addr.c lockd/auth.c lockd/lockd.h lockd/proto.h
 tests_unit_test_proto_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_proto_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_proto_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
 tests_unit_test_auth_SOURCES = tests/unit/test_auth.c lockd/codec.c \
-	lockd/addr.c lockd/state.c lockd/lockd.h lockd/proto.h
+	lockd/auth.c lockd/state.c lockd/lockd.h lockd/proto.h
 tests_unit_test_auth_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_auth_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_auth_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)

@@ -90,17 +90,17 @@ parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 }
 
 /*
- * A metrics address needs its port spelled out: wsl_addr_parse would
+ * A metrics address needs its port spelled out: addr_parse would
  * quietly give a bare host the lock port, and a scraper must be pointed at
  * a port of its own.
  */
 static int
 metrics_addr_ok(const char *s)
 {
-	struct wsl_addr	 a;
+	struct addr	 a;
 	const char	*colon, *bracket;
 
-	if (wsl_addr_parse(s, &a) < 0)
+	if (addr_parse(s, &a) < 0)
 		return 0;
 	if (a.family == AF_UNIX)
 		return 1;
@@ -134,9 +134,9 @@ etcd_urls_ok(const char *s)
 static int
 advertise_ok(const char *s)
 {
-	struct wsl_addr	a;
+	struct addr	a;
 
-	return wsl_addr_parse(s, &a) == 0 && a.family != AF_UNIX &&
+	return addr_parse(s, &a) == 0 && a.family != AF_UNIX &&
 	    a.host[0] != '\0' && metrics_addr_ok(s) && strlen(s) < 200;
 }
 
@@ -298,9 +298,9 @@ main(int argc, char **argv)
 	}
 	listen[nlisten] = NULL;
 	for (i = 0; i < nlisten; i++) {
-		struct wsl_addr a;
+		struct addr a;
 
-		if (wsl_addr_parse(listen[i], &a) < 0)
+		if (addr_parse(listen[i], &a) < 0)
 			return usage_error("--listen: bad address '%s'",
 			    listen[i]);
 		if (a.family != AF_UNIX)

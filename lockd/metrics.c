@@ -27,11 +27,11 @@ metrics_listen(const char *addr, int *fds, int max)
 {
 	struct addrinfo		 hints, *res, *ai;
 	struct sockaddr_un	 sun;
-	struct wsl_addr		 a;
+	struct addr		 a;
 	mode_t			 old;
 	int			 fd, n = 0, r, one = 1;
 
-	if (wsl_addr_parse(addr, &a) < 0 || (a.family != AF_UNIX &&
+	if (addr_parse(addr, &a) < 0 || (a.family != AF_UNIX &&
 	    a.port[0] == '\0'))
 		return -EINVAL;
 	if (a.family == AF_UNIX) {
