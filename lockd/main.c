@@ -6,7 +6,6 @@
 
 #include <sys/socket.h>
 
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -19,6 +18,7 @@
 #include "etcd.h"
 #include "lockd.h"
 #include "log.h"
+#include "number.h"
 
 #define DEFAULT_UNIX	WS_DEFAULT_LOCKD
 #define DEFAULT_TCP	WS_DEFAULT_LOCKD_TCP
@@ -74,18 +74,42 @@ usage_error(const char *fmt, ...)
 	return 2;
 }
 
-static int
-parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
-{
-	unsigned long	v;
-	char		*end;
+/* The options that take a number: one row each, checked alike. */
+static const struct num_opt {
+	int		 ch;
+	const char	*name;
+	uint32_t	 min, max;
+	const char	*unit;		/* said after the range */
+} num_opts[] = {
+	{ 'L', "--lease-ms", 100, 3600000, "" },
+	{ 'G', "--grace-ms", 0, 3600000, "" },
+	{ 'T', "--etcd-ttl", 2, 600, " seconds" },
+	{ 'M', "--max-locks", 1, 100000000, "" },
+	{ 'W', "--max-waiters", 0, 100000000, "" },
+	{ 'C', "--max-conns", 1, 1000000, "" },
+};
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 ||
-	    v < min || v > max)
-		return -EINVAL;
-	*out = v;
+/*
+ * If ch is a numeric option: 1 with its value in *v, or -1 for a bad one,
+ * told to the user. 0 for any other option.
+ */
+static int
+num_opt_parse(int ch, const char *arg, uint32_t *v)
+{
+	const struct num_opt	*o;
+	uint64_t		 n;
+
+	for (o = num_opts; o < num_opts + sizeof num_opts / sizeof *o; o++) {
+		if (o->ch != ch)
+			continue;
+		if (number_parse(arg, 0, o->max, &n) < 0 || n < o->min) {
+			(void)usage_error("%s: '%s' is not %u..%u%s", o->name,
+			    arg, o->min, o->max, o->unit);
+			return -1;
+		}
+		*v = (uint32_t)n;
+		return 1;
+	}
 	return 0;
 }
 
@@ -173,6 +197,7 @@ main(int argc, char **argv)
 	int			 ch, foreground = 0, verbose = 0, grace_set = 0;
 	int			 tcp = 0, state_set = 0;
 	const char		*etcd_only = NULL;
+	uint32_t		 v = 0;
 
 	memset(&conf, 0, sizeof conf);
 	conf.statedir = DEFAULT_STATE;
@@ -185,6 +210,8 @@ main(int argc, char **argv)
 	ec.prefix = "/wslockd/";
 	ec.ttl_s = 3;
 	while ((ch = getopt_long(argc, argv, "fvh", longopts, NULL)) != -1) {
+		if (num_opt_parse(ch, optarg, &v) < 0)
+			return 2;
 		switch (ch) {
 		case 'f':
 			foreground = 1;
@@ -202,14 +229,10 @@ main(int argc, char **argv)
 			conf.keyfile = optarg;
 			break;
 		case 'L':
-			if (parse_u32(optarg, 100, 3600000, &conf.lease_ms) < 0)
-				return usage_error("--lease-ms: '%s' is not "
-				    "100..3600000", optarg);
+			conf.lease_ms = v;
 			break;
 		case 'G':
-			if (parse_u32(optarg, 0, 3600000, &conf.grace_ms) < 0)
-				return usage_error("--grace-ms: '%s' is not "
-				    "0..3600000", optarg);
+			conf.grace_ms = v;
 			grace_set = 1;
 			break;
 		case 's':
@@ -230,9 +253,7 @@ main(int argc, char **argv)
 			etcd_only = "--etcd-prefix";
 			break;
 		case 'T':
-			if (parse_u32(optarg, 2, 600, &ec.ttl_s) < 0)
-				return usage_error("--etcd-ttl: '%s' is not "
-				    "2..600 seconds", optarg);
+			ec.ttl_s = v;
 			etcd_only = "--etcd-ttl";
 			break;
 		case 'A':
@@ -255,20 +276,13 @@ main(int argc, char **argv)
 			etcd_only = "--etcd-key";
 			break;
 		case 'M':
-			if (parse_u32(optarg, 1, 100000000, &conf.max_locks) < 0)
-				return usage_error("--max-locks: bad number '%s'",
-				    optarg);
+			conf.max_locks = v;
 			break;
 		case 'W':
-			if (parse_u32(optarg, 0, 100000000,
-			    &conf.max_waiters) < 0)
-				return usage_error("--max-waiters: bad number "
-				    "'%s'", optarg);
+			conf.max_waiters = v;
 			break;
 		case 'C':
-			if (parse_u32(optarg, 1, 1000000, &conf.max_conns) < 0)
-				return usage_error("--max-conns: bad number '%s'",
-				    optarg);
+			conf.max_conns = v;
 			break;
 		case 'm':
 			if (conf.metrics != NULL)
