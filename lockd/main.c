@@ -164,6 +164,9 @@ advertise_ok(const char *s)
 	    a.host[0] != '\0' && metrics_addr_ok(s) && strlen(s) < 200;
 }
 
+/* The options that mean nothing without --etcd, by their val. */
+#define ETCD_ONLY	"PTA123"
+
 int
 main(int argc, char **argv)
 {
@@ -196,7 +199,8 @@ main(int argc, char **argv)
 	size_t			 nlisten = 0, i;
 	int			 ch, foreground = 0, verbose = 0, grace_set = 0;
 	int			 tcp = 0, state_set = 0;
-	const char		*etcd_only = NULL;
+	const struct option	*o;
+	int			 etcd_only = 0;
 	uint32_t		 v = 0;
 
 	memset(&conf, 0, sizeof conf);
@@ -212,6 +216,8 @@ main(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "fvh", longopts, NULL)) != -1) {
 		if (num_opt_parse(ch, optarg, &v) < 0)
 			return 2;
+		if (strchr(ETCD_ONLY, ch) != NULL)
+			etcd_only = ch;
 		switch (ch) {
 		case 'f':
 			foreground = 1;
@@ -250,30 +256,24 @@ main(int argc, char **argv)
 				return usage_error("--etcd-prefix: '%s' must "
 				    "start with '/'", optarg);
 			ec.prefix = optarg;
-			etcd_only = "--etcd-prefix";
 			break;
 		case 'T':
 			ec.ttl_s = v;
-			etcd_only = "--etcd-ttl";
 			break;
 		case 'A':
 			if (!advertise_ok(optarg))
 				return usage_error("--advertise: '%s' is not "
 				    "HOST:PORT", optarg);
 			ec.advertise = optarg;
-			etcd_only = "--advertise";
 			break;
 		case '1':
 			ec.ca = optarg;
-			etcd_only = "--etcd-ca";
 			break;
 		case '2':
 			ec.cert = optarg;
-			etcd_only = "--etcd-cert";
 			break;
 		case '3':
 			ec.key = optarg;
-			etcd_only = "--etcd-key";
 			break;
 		case 'M':
 			conf.max_locks = v;
@@ -325,8 +325,9 @@ main(int argc, char **argv)
 	if (!grace_set)
 		conf.grace_ms = conf.lease_ms + conf.lease_ms / 2;
 	conf.listen = listen;
-	if (ec.endpoints == NULL && etcd_only != NULL)
-		return usage_error("%s needs --etcd", etcd_only);
+	for (o = longopts; etcd_only != 0 && ec.endpoints == NULL; o++)
+		if (o->val == etcd_only)
+			return usage_error("--%s needs --etcd", o->name);
 	if (ec.endpoints != NULL) {
 		if ((ec.cert == NULL) != (ec.key == NULL))
 			return usage_error("--etcd-cert and --etcd-key go "
