@@ -336,16 +336,19 @@ uring_shutdown(void)
 	ring_on = 0;
 }
 
+/* A new request, or NULL when out of memory: then req is answered. */
 static struct uring_op *
 uring_op_new(fuse_req_t req, enum uring_kind kind, int fd, size_t size,
     off_t off, uring_done_fn fn, void *fn_arg)
 {
 	struct uring_op	*op;
 
-	if ((op = calloc(1, sizeof *op)) == NULL)
-		return NULL;
-	if (size > 0 && (op->buf = malloc(size)) == NULL) {
+	if ((op = calloc(1, sizeof *op)) == NULL ||
+	    (size > 0 && (op->buf = malloc(size)) == NULL)) {
 		free(op);
+		if (fn != NULL)
+			fn(fn_arg, -ENOMEM);
+		stats_reply_err(req, ENOMEM);
 		return NULL;
 	}
 	op->req = req;
@@ -366,12 +369,8 @@ uring_read(fuse_req_t req, int fd, size_t size, off_t off, uring_done_fn fn,
 	struct uring_op	*op;
 
 	if ((op = uring_op_new(req, UOP_READ, fd, size, off, fn,
-	    fn_arg)) == NULL) {
-		if (fn != NULL)
-			fn(fn_arg, -ENOMEM);
-		stats_reply_err(req, ENOMEM);
+	    fn_arg)) == NULL)
 		return;
-	}
 	if (size == 0)
 		uring_done(op, 0);
 	else
@@ -430,12 +429,8 @@ uring_write(fuse_req_t req, int fd, const char *buf, size_t size, off_t off,
 
 	/* The request buffer is reused once the worker returns: copy it. */
 	if ((op = uring_op_new(req, UOP_WRITE, fd, size, off, fn,
-	    fn_arg)) == NULL) {
-		if (fn != NULL)
-			fn(fn_arg, -ENOMEM);
-		stats_reply_err(req, ENOMEM);
+	    fn_arg)) == NULL)
 		return;
-	}
 	if (size == 0) {
 		uring_done(op, 0);
 		return;
@@ -449,10 +444,8 @@ uring_fsync(fuse_req_t req, int fd, int datasync)
 {
 	struct uring_op	*op;
 
-	if ((op = uring_op_new(req, UOP_FSYNC, fd, 0, 0, NULL, NULL)) == NULL) {
-		stats_reply_err(req, ENOMEM);
+	if ((op = uring_op_new(req, UOP_FSYNC, fd, 0, 0, NULL, NULL)) == NULL)
 		return;
-	}
 	op->datasync = datasync;
 	uring_start(op);
 }
