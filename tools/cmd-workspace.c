@@ -140,6 +140,24 @@ wsp_split(char *arg, const char **source, const char **name)
 	return 0;
 }
 
+/*
+ * The SOURCE/NAME operand of cmd, split, with a name a workspace may
+ * have: 0, or -1 after the usage error told to the user.
+ */
+static int
+wsp_name_arg(const char *cmd, char *arg, const char **source,
+    const char **name)
+{
+	const char	*why;
+
+	wsp_split(arg, source, name);
+	if ((why = wsp_name_invalid(*name)) != NULL) {
+		wsctl_usage_error("workspace", "%s: '%s': %s", cmd, *name, why);
+		return -1;
+	}
+	return 0;
+}
+
 /* Drop trailing slashes, which would make open(2) follow a symlink. */
 static void
 wsp_trim(char *path)
@@ -573,10 +591,14 @@ wsp_owner_ids(struct wsp_source *s, const struct wsp_record *rec, size_t nrec,
 	return 0;
 }
 
-/* Parse the options of one workspace subcommand: --owner and --json. */
+/*
+ * Parse the options of one workspace subcommand, --owner and --json, and
+ * check that one operand (named operand for the user) follows: 0, 1
+ * after --help, -1 after a usage error told to the user.
+ */
 static int
 wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
-    int allow_json, const char **owner, int *json)
+    int allow_json, const char **owner, int *json, const char *operand)
 {
 	static const struct option opts[] = {
 		{ "owner",	required_argument,	NULL, 'o' },
@@ -607,6 +629,11 @@ wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 			return -1;
 		}
 	}
+	if (argc - optind != 1) {
+		wsctl_usage_error("workspace", "%s: expected one %s", cmd,
+		    operand);
+		return -1;
+	}
 	return 0;
 bad:
 	wsctl_opt_refused(what, opts, c);
@@ -627,15 +654,11 @@ wsp_create(int argc, char **argv)
 	int			 r, ret = WSCTL_EXIT_FAIL;
 
 	wsp_source_init(&s);
-	if ((r = wsp_getopt(argc, argv, "create", 1, 0, &owner, &json)) != 0)
+	if ((r = wsp_getopt(argc, argv, "create", 1, 0, &owner, &json,
+	    "SOURCE/NAME")) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (argc - optind != 1)
-		return wsctl_usage_error("workspace", "create: expected one "
-		    "SOURCE/NAME");
-	wsp_split(argv[optind], &source, &name);
-	if ((why = wsp_name_invalid(name)) != NULL)
-		return wsctl_usage_error("workspace", "create: '%s': %s",
-		    name, why);
+	if (wsp_name_arg("create", argv[optind], &source, &name) < 0)
+		return WSCTL_EXIT_USAGE;
 	if (owner != NULL && (why = marker_owner_invalid(owner)) != NULL)
 		return wsctl_usage_error("workspace", "create: owner '%s': %s",
 		    owner, why);
@@ -829,20 +852,16 @@ wsp_rm(int argc, char **argv)
 	struct wsp_source	 s;
 	struct marker	 m;
 	struct rmtree_stats	 stats;
-	const char		*source, *name, *why, *owner = NULL;
+	const char		*source, *name, *owner = NULL;
 	uint64_t		 finished = 0;
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
 	wsp_source_init(&s);
-	if ((r = wsp_getopt(argc, argv, "rm", 0, 0, &owner, &json)) != 0)
+	if ((r = wsp_getopt(argc, argv, "rm", 0, 0, &owner, &json,
+	    "SOURCE/NAME")) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (argc - optind != 1)
-		return wsctl_usage_error("workspace", "rm: expected one "
-		    "SOURCE/NAME");
-	wsp_split(argv[optind], &source, &name);
-	if ((why = wsp_name_invalid(name)) != NULL)
-		return wsctl_usage_error("workspace", "rm: '%s': %s", name,
-		    why);
+	if (wsp_name_arg("rm", argv[optind], &source, &name) < 0)
+		return WSCTL_EXIT_USAGE;
 
 	if (wsp_source_open(&s, source, 0, 1) < 0)
 		goto out;
@@ -1093,11 +1112,9 @@ wsp_list(int argc, char **argv)
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
 	wsp_source_init(&s);
-	if ((r = wsp_getopt(argc, argv, "list", 0, 1, &owner, &json)) != 0)
+	if ((r = wsp_getopt(argc, argv, "list", 0, 1, &owner, &json,
+	    "SOURCE")) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (argc - optind != 1)
-		return wsctl_usage_error("workspace", "list: expected one "
-		    "SOURCE");
 	wsp_trim(argv[optind]);
 	if (wsp_source_open(&s, argv[optind], 0, 0) < 0)
 		goto out;
