@@ -84,13 +84,15 @@ tests_lockd_mtclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_mtclient_LDADD = lockd/libwslock.a lockd/libwsutil.a $(SODIUM_LIBS) -lpthread
 
 # libwsutil: what every program needs and no program owns: logging,
-# clocks, the metrics endpoint, JSON strings, strict numbers, lock keys. metrics.c parses
+# clocks, the metrics endpoint, JSON strings, strict numbers, lock keys,
+# whole reads and writes. metrics.c parses
 # addresses with addr.c, so its users link libwslock.a (or addr.c) after.
 noinst_LIBRARIES += lockd/libwsutil.a
 lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/clock.c \
 	lockd/clock.h lockd/metrics.c \
 	lockd/metrics.h lockd/json.c lockd/json.h lockd/number.c \
-	lockd/number.h lockd/lockkey.c lockd/lockkey.h lockd/defaults.h
+	lockd/number.h lockd/lockkey.c lockd/lockkey.h lockd/fdio.c \
+	lockd/fdio.h lockd/defaults.h
 lockd_libwsutil_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 
 if HAVE_CMOCKA

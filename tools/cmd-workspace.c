@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "json.h"
 #include "log.h"
 #include "nofollow.h"
@@ -261,7 +262,6 @@ wsp_marker_read(struct wsp_source *s, const char *name, struct marker *m)
 	struct stat	 st;
 	char		 buf[MARKER_MAX + 1];
 	ssize_t		 n;
-	size_t		 len = 0;
 	int		 fd, r;
 
 	if (s->marker_fd == -1)
@@ -278,20 +278,12 @@ wsp_marker_read(struct wsp_source *s, const char *name, struct marker *m)
 		r = -EINVAL;
 		goto out;
 	}
-	while (len < MARKER_MAX) {
-		n = read(fd, buf + len, MARKER_MAX - len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
+	if ((n = fdio_read_all(fd, buf, MARKER_MAX)) < 0) {
+		r = (int)n;
+		goto out;
 	}
-	buf[len] = '\0';
-	if (memchr(buf, '\0', len) != NULL) {
+	buf[n] = '\0';
+	if (memchr(buf, '\0', (size_t)n) != NULL) {
 		r = -EINVAL;
 		goto out;
 	}
@@ -332,8 +324,7 @@ wsp_marker_write(struct wsp_source *s, const char *name,
     const struct marker *m)
 {
 	char		 tmp[32], text[MARKER_MAX];
-	size_t		 len, off = 0;
-	ssize_t		 n;
+	size_t		 len;
 	int		 fd, r;
 
 	if ((r = marker_format(m, text, sizeof text)) < 0)
@@ -344,16 +335,8 @@ wsp_marker_write(struct wsp_source *s, const char *name,
 	    O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd == -1)
 		return -errno;
-	while (off < len) {
-		n = write(fd, text + off, len - off);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			r = -errno;
-			goto fail;
-		}
-		off += (size_t)n;
-	}
+	if ((r = fdio_write_all(fd, text, len)) < 0)
+		goto fail;
 	if (fsync(fd) == -1) {
 		r = -errno;
 		goto fail;
