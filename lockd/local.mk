@@ -4,7 +4,7 @@ LOCKD_COMMON = lockd/proto.h lockd/lockd.h lockd/codec.c lockd/table.c \
 
 EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
-	tests/lockd/test_history.py tests/lockd/test_threads.py \
+	tests/lockd/test_lockd_history.py tests/lockd/test_threads.py \
 	tests/lockd/test_quiet.py tests/lockd/test_async_test.py \
 	tests/lockd/test_hardening.py tests/lockd/test_mac.py \
 	tests/lockd/test_failover_client.py tests/lockd/test_ha.py \
