@@ -440,7 +440,9 @@ enum stats_counter {
  * stats_detach once it is handed on; the answering thread calls
  * stats_resume with the copy, answers, then stats_end. So errors and
  * latency, lock waits and I/O included, are counted once, by the thread
- * that answers.
+ * that answers. Only a thread that serves no operation of its own
+ * resumes one (the operations, io_uring, lock and inval threads), or a
+ * worker its own (an answer given at once): resumes do not nest.
  */
 struct stats_timing {
 	int		 op;		/* enum stats_op; -1: none */
