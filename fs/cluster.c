@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "lockkey.h"
 #include "wslock.h"
 #include "wsfs.h"
 
@@ -125,19 +126,11 @@ cluster_now_ms(void)
 	return clock_ms(CLOCK_MONOTONIC);
 }
 
-/*
- * Lock keys name the inode within this SOURCE, the same on every node:
- * inode numbers of shared storage are stable across its clients, device
- * numbers are not.
- */
+/* Lock keys name the inode within this SOURCE (lockkey.h). */
 size_t
 cluster_key(char kind, ino_t ino, char *buf, size_t len)
 {
-	int	n;
-
-	n = snprintf(buf, len, "%c/%llu/%llu", kind, cl.src_id,
-	    (unsigned long long)ino);
-	return n < 0 ? 0 : (size_t)n;
+	return lockkey_format(kind, cl.src_id, (uint64_t)ino, buf, len);
 }
 
 static void
@@ -205,16 +198,19 @@ cluster_done(struct wslock *wl, uint64_t reqid, int status, uint64_t token,
 	w->done(w, status, token);
 }
 
-/* The user whose keys start with the key's first byte, or NULL. */
+/* The user of the key's kind, or NULL (not one of this SOURCE's keys). */
 static const struct cluster_user *
 cluster_user_of(const struct wslock_range *r)
 {
-	size_t	i;
+	uint64_t	src, ino;
+	size_t		i;
+	char		kind;
 
-	if (r->keylen == 0)
+	if (lockkey_parse(r->key, r->keylen, &kind, &src, &ino) < 0 ||
+	    src != cl.src_id)
 		return NULL;
 	for (i = 0; i < cl.nusers; i++)
-		if (cl.users[i]->kind == ((const char *)r->key)[0])
+		if (cl.users[i]->kind == kind)
 			return cl.users[i];
 	return NULL;
 }
@@ -364,7 +360,7 @@ cluster_init(void)
 	STAILQ_INIT(&cl.work.tasks);
 	STAILQ_INIT(&cl.inval.tasks);
 	STAILQ_INIT(&cl.ops.tasks);
-	if (wsfs.conf.kind != WS_KIND_SHARED || wsfs.conf.lockd == NULL ||
+	if (wsfs.conf.kind != CONF_KIND_SHARED || wsfs.conf.lockd == NULL ||
 	    strcmp(wsfs.conf.lockd, "off") == 0)
 		return 0;
 	if (fstat(wsfs.source_fd, &st) == -1)

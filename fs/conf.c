@@ -67,7 +67,7 @@ void
 conf_init(struct wsfs_conf *c)
 {
 	memset(c, 0, sizeof *c);
-	c->kind = WS_KIND_SHARED;
+	c->kind = CONF_KIND_SHARED;
 	c->lock_timeout = 30;
 	c->lock_cache = 65536;
 	c->lock_cache_timeout = 3600;
@@ -79,7 +79,7 @@ conf_init(struct wsfs_conf *c)
 	c->attr_timeout = -1;
 	c->entry_timeout = -1;
 	c->max_threads = 16;
-	c->uring = WS_URING_AUTO;
+	c->uring = CONF_URING_AUTO;
 	c->admin_uid = -1;
 	/* Half of wslockd's default per-session quota, for object locks. */
 	c->plock_max_per_uid = 4096;
@@ -114,9 +114,9 @@ conf_control_path(const char *mnt, char *buf, size_t len)
 }
 
 const char *
-conf_kind_name(enum ws_kind k)
+conf_kind_name(enum conf_kind k)
 {
-	return k == WS_KIND_SCRATCH ? "scratch" : "shared";
+	return k == CONF_KIND_SCRATCH ? "scratch" : "shared";
 }
 
 int
@@ -202,17 +202,17 @@ conf_set(struct wsfs_conf *c, const char *key, const char *value, char *err,
 	switch (k->type) {
 	case CT_KIND:
 		if (strcmp(value, "shared") == 0)
-			c->kind = WS_KIND_SHARED;
+			c->kind = CONF_KIND_SHARED;
 		else if (strcmp(value, "scratch") == 0)
-			c->kind = WS_KIND_SCRATCH;
+			c->kind = CONF_KIND_SCRATCH;
 		else
 			goto bad;
 		return 0;
 	case CT_URING:
 		if (strcmp(value, "auto") == 0 || strcmp(value, "on") == 0)
-			c->uring = WS_URING_AUTO;
+			c->uring = CONF_URING_AUTO;
 		else if (strcmp(value, "off") == 0)
-			c->uring = WS_URING_OFF;
+			c->uring = CONF_URING_OFF;
 		else
 			goto bad;
 		return 0;

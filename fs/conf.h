@@ -11,18 +11,18 @@
 
 #define CONF_DEFAULT_PATH	WS_DEFAULT_CONF
 
-enum ws_kind {
-	WS_KIND_SHARED,
-	WS_KIND_SCRATCH,
+enum conf_kind {
+	CONF_KIND_SHARED,
+	CONF_KIND_SCRATCH,
 };
 
-enum ws_uring {
-	WS_URING_AUTO,		/* io_uring if the kernel allows it */
-	WS_URING_OFF,		/* plain syscalls */
+enum conf_uring {
+	CONF_URING_AUTO,	/* io_uring if the kernel allows it */
+	CONF_URING_OFF,		/* plain syscalls */
 };
 
 struct wsfs_conf {
-	enum ws_kind	 kind;
+	enum conf_kind	 kind;
 	char		*lockd;		/* NULL: embedded lock table */
 	char		*key;		/* cluster key file */
 	char		*node;		/* node name; NULL: hostname */
@@ -38,7 +38,7 @@ struct wsfs_conf {
 	double		 entry_timeout;
 	int		 max_threads;
 	int		 max_fds;	/* 0: derived from RLIMIT_NOFILE */
-	enum ws_uring	 uring;
+	enum conf_uring	 uring;
 	int		 allow_writable_source;
 	char		*control_socket;
 	char		*metrics;
@@ -69,7 +69,7 @@ int	conf_load(struct wsfs_conf *c, const char *path, int optional,
 	    char *err, size_t errlen);
 /* Parse a decimal number of the form [0-9]+(.[0-9]+)?, within [min, max]. */
 int	conf_parse_double(const char *s, double min, double max, double *out);
-const char *conf_kind_name(enum ws_kind k);
+const char *conf_kind_name(enum conf_kind k);
 /*
  * The default control socket of the wsfs mounted at the absolute,
  * resolved path mnt: /run/wsfs/ctl-HASH.sock. wsfs and wsctl agree on it.

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lockkey.h"
 #include "wslock.h"
 #include "wsfs.h"
 
@@ -247,17 +248,11 @@ glock_find_locked(ino_t ino, int create)
 static struct glock *
 glock_by_key_locked(const void *key, size_t keylen)
 {
-	const char		*k = key, *p;
-	unsigned long long	 ino;
-	char			 buf[64];
+	uint64_t	src, ino;
+	char		kind;
 
-	if (keylen >= sizeof buf)
+	if (lockkey_parse(key, keylen, &kind, &src, &ino) < 0)
 		return NULL;
-	memcpy(buf, k, keylen);
-	buf[keylen] = '\0';
-	if ((p = strrchr(buf, '/')) == NULL)
-		return NULL;
-	ino = strtoull(p + 1, NULL, 10);
 	return glock_find_locked((ino_t)ino, 0);
 }
 

@@ -404,7 +404,7 @@ main(int argc, char **argv)
 		fatal("open /proc/self/fd (is /proc mounted?)");
 	/* Before any thread starts: capabilities are per thread. */
 	priv_drop();
-	uring_init(wsfs.conf.uring != WS_URING_OFF);
+	uring_init(wsfs.conf.uring != CONF_URING_OFF);
 	cluster_start();
 	scratchd_start();
 	control_start();

@@ -21,7 +21,7 @@
 #include "wsfs.h"
 
 /* Count every error answer of this file for the operation being served. */
-#define fuse_reply_err(req, err) stats_reply_err(req, -1, err)
+#define fuse_reply_err(req, err) stats_reply_err(req, err)
 
 struct wsdir {
 	struct wshandle	 h;		/* must be first */
@@ -215,6 +215,7 @@ ws_reply_lookup(fuse_req_t req, struct inode *parent, int r,
 
 struct ws_change {
 	fuse_req_t		 req;
+	struct stats_timing	 st;		/* answered from its copy */
 	int			(*prepare)(struct ws_change *);
 	int			(*run)(struct ws_change *);
 	struct glock_set	 locks;
@@ -291,13 +292,14 @@ ws_change_resume(void *arg, int err)
 {
 	struct ws_change	*c = arg;
 
+	stats_resume(&c->st);
 	if (err < 0) {
 		glock_set_log_timeout(&c->locks);
 		fuse_reply_err(c->req, -err);
 		free(c);
-		return;
-	}
-	ws_change_run(c);
+	} else
+		ws_change_run(c);
+	stats_end();
 }
 
 static void
@@ -306,10 +308,13 @@ ws_change_go(struct ws_change *c)
 	int	r;
 
 	glock_set_init(&c->locks);
+	stats_save(&c->st);
 	if ((r = c->prepare(c)) == 0)
 		r = glock_set_lock(&c->locks, ws_change_resume, c);
-	if (r == -EINPROGRESS)
+	if (r == -EINPROGRESS) {
+		stats_detach();
 		return;
+	}
 	if (r < 0) {
 		fuse_reply_err(c->req, -r);
 		free(c);
@@ -1023,6 +1028,7 @@ ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 /* A write waiting for its cluster lock, with its own copy of the data. */
 struct ws_parked_write {
 	fuse_req_t		 req;
+	struct stats_timing	 st;		/* answered from its copy */
 	struct wsfile		*f;
 	size_t			 size;
 	off_t			 off;
@@ -1062,18 +1068,20 @@ ws_write_locked(void *arg, int err)
 {
 	struct ws_parked_write	*pw = arg;
 
+	stats_resume(&pw->st);
 	if (err < 0) {
 		glock_set_log_timeout(&pw->locks);
 		fuse_reply_err(pw->req, -err);
 		free(pw);
-		return;
+	} else {
+		if (pw->f->kill_priv)
+			perm_write_kill_priv(pw->req, pw->f->fd);
+		if (pw->f->direct)
+			glock_pages_stale(pw->f->inode);
+		ws_backing_write(pw->req, pw->f->fd, pw->buf, pw->size,
+		    pw->off, ws_parked_written, pw);
 	}
-	if (pw->f->kill_priv)
-		perm_write_kill_priv(pw->req, pw->f->fd);
-	if (pw->f->direct)
-		glock_pages_stale(pw->f->inode);
-	ws_backing_write(pw->req, pw->f->fd, pw->buf, pw->size, pw->off,
-	    ws_parked_written, pw);
+	stats_end();
 }
 
 static void
@@ -1099,9 +1107,12 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		memcpy(pw->buf, buf, size);
 		glock_set_init(&pw->locks);
 		glock_set_add(&pw->locks, f->inode->ino, f->inode, 1);
+		stats_save(&pw->st);
 		if ((r = glock_set_lock(&pw->locks, ws_write_locked, pw)) == 0)
 			ws_write_locked(pw, 0);
-		else if (r != -EINPROGRESS) {
+		else if (r == -EINPROGRESS)
+			stats_detach();
+		else {
 			fuse_reply_err(req, -r);
 			free(pw);
 		}
@@ -1626,13 +1637,13 @@ ws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 
 /*
  * Every handler runs timed: one row per operation, counted under its
- * stats.c name. Errors are counted by ws_reply_err.
+ * stats.c name. Errors are counted by stats_reply_err; an operation
+ * answered from another thread is timed to its answer there (stats.c).
  */
 #define TIMED(op, call) do {						\
-	uint64_t t0_;							\
-	stats_begin(op, &t0_);						\
+	stats_begin(op);						\
 	call;								\
-	stats_end(op, t0_);						\
+	stats_end();							\
 } while (0)
 
 static void t_lookup(fuse_req_t r, fuse_ino_t p, const char *n)

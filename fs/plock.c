@@ -75,6 +75,7 @@ static struct {
 struct plock_wait {
 	struct cluster_waiter	 w;		/* must be first */
 	fuse_req_t		 req;
+	struct stats_timing	 st;		/* answered from its copy */
 	struct inode		*in;		/* alive while req is */
 	int			 locking;	/* a lock, not a test */
 	/* What is asked, for the quota: const. */
@@ -407,7 +408,7 @@ plock_gone_reply(fuse_req_t req, const char *key, const char *what)
 	log_limited(LOG_ERR, key, "node %s: %s with the lock service %s away "
 	    "for longer than lock_timeout: EIO", wsfs.conf.node, what,
 	    wsfs.conf.lockd);
-	stats_reply_err(req, OP_LOCK, EIO);
+	stats_reply_err(req, EIO);
 	return 1;
 }
 
@@ -465,8 +466,10 @@ plock_errno(int status)
 static void
 plock_reply(struct plock_wait *pw, int status)
 {
+	stats_resume(&pw->st);
 	fuse_req_interrupt_func(pw->req, NULL, NULL);
-	stats_reply_err(pw->req, OP_LOCK, plock_errno(status));
+	stats_reply_err(pw->req, plock_errno(status));
+	stats_end();
 }
 
 /* Inval thread: drop the kernel's cache of the file, then answer. */
@@ -553,11 +556,12 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 	if (!sleep && plock_gone_reply(req, "plock-timeout", "a lock request"))
 		return;
 	if ((pw = calloc(1, sizeof *pw)) == NULL) {
-		stats_reply_err(req, OP_LOCK, ENOMEM);
+		stats_reply_err(req, ENOMEM);
 		return;
 	}
 	pw->w.done = plock_done;
 	pw->req = req;
+	stats_save(&pw->st);
 	pw->in = in;
 	pw->locking = 1;
 	pw->ino = in->ino;
@@ -568,7 +572,7 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 	pw->owner = r->owner;
 	pw->wait = sleep;
 	if ((ret = pq_reserve(pw, fuse_req_ctx(req)->uid)) < 0) {
-		stats_reply_err(req, OP_LOCK, -ret);
+		stats_reply_err(req, -ret);
 		free(pw);
 		return;
 	}
@@ -603,8 +607,10 @@ plock_lock(fuse_req_t req, struct inode *in, char kind,
 		pq_answered(pw, ret);
 		plock_reply(pw, ret);
 		plock_unref(pw);
-	} else
+	} else {
+		stats_detach();
 		cluster_wake();
+	}
 	plock_unref(pw);
 }
 
@@ -618,7 +624,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	int			ret;
 
 	if (lk->l_start < 0 || lk->l_len < 0) {
-		stats_reply_err(req, OP_LOCK, EINVAL);
+		stats_reply_err(req, EINVAL);
 		return;
 	}
 	start = (uint64_t)lk->l_start;
@@ -627,7 +633,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	if (lk->l_type == F_UNLCK) {
 		if ((ret = pq_unlock('p', in->ino, r.owner, start, end)) == 0)
 			ret = wslock_unlock(cluster_handle(), &r);
-		stats_reply_err(req, OP_LOCK, -ret);
+		stats_reply_err(req, -ret);
 		cluster_wake();
 		return;
 	}
@@ -644,6 +650,7 @@ plock_setlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 struct plock_test {
 	struct cluster_tester	 ct;		/* must be first */
 	fuse_req_t		 req;
+	struct stats_timing	 st;		/* answered from its copy */
 	struct flock		 lk;
 	uint64_t		 reqid;
 	uint64_t		 deadline;
@@ -667,11 +674,12 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	if (plock_gone_reply(req, "getlk-timeout", "F_GETLK"))
 		return;
 	if ((t = calloc(1, sizeof *t)) == NULL) {
-		stats_reply_err(req, OP_LOCK, ENOMEM);
+		stats_reply_err(req, ENOMEM);
 		return;
 	}
 	t->ct.tested = plock_tested;
 	t->req = req;
+	stats_save(&t->st);
 	t->lk = *lk;
 	t->deadline = plock_deadline();
 	start = lk->l_start < 0 ? 0 : (uint64_t)lk->l_start;
@@ -687,9 +695,10 @@ plock_getlk(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	pthread_mutex_unlock(&plk.lock);
 	if (ret < 0) {
 		free(t);
-		stats_reply_err(req, OP_LOCK, -ret);
+		stats_reply_err(req, -ret);
 		return;
 	}
+	stats_detach();
 	cluster_wake();
 }
 
@@ -702,12 +711,13 @@ plock_tested(struct cluster_tester *ct, int status,
 	struct flock		*lk = &t->lk;
 	int			 expired;
 
+	stats_resume(&t->st);
 	pthread_mutex_lock(&plk.lock);
 	TAILQ_REMOVE(&plk.tests, t, entry);
 	expired = t->expired;
 	pthread_mutex_unlock(&plk.lock);
 	if (status < 0)
-		stats_reply_err(t->req, OP_LOCK, expired ? EIO :
+		stats_reply_err(t->req, expired ? EIO :
 		    plock_errno(status));
 	else {
 		if (status == 0)
@@ -724,6 +734,7 @@ plock_tested(struct cluster_tester *ct, int status,
 		fuse_reply_lock(t->req, lk);
 	}
 	free(t);
+	stats_end();
 }
 
 /*
@@ -788,7 +799,7 @@ plock_flock(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	    &r);
 	if ((op & ~LOCK_NB) == LOCK_UN) {
 		pq_release('f', in->ino, r.owner);
-		stats_reply_err(req, OP_LOCK, -wslock_unlock(cluster_handle(),
+		stats_reply_err(req, -wslock_unlock(cluster_handle(),
 		    &r));
 		cluster_wake();
 		return;

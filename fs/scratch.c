@@ -28,6 +28,7 @@
 #include <uuid/uuid.h>
 
 #include "clock.h"
+#include "fdio.h"
 #include "log.h"
 #include "nofollow.h"
 #include "number.h"
@@ -427,23 +428,15 @@ scratch_read(struct scratch_base *sb, const char *id, struct scratch_meta *m)
 	struct stat		 st;
 	char			 buf[SCRATCH_META_MAX + 1], name[64];
 	ssize_t			 n;
-	size_t			 len = 0;
 	int			 fd, r;
 
 	if ((fd = file_open(sb, id, "meta", name, sizeof name, &st)) < 0)
 		return fd;
-	while (len < sizeof buf) {
-		if ((n = read(fd, buf + len, sizeof buf - len)) < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += n;
+	if ((n = fdio_read_all(fd, buf, sizeof buf)) < 0) {
+		r = (int)n;
+		goto out;
 	}
-	if ((r = scratch_meta_parse(buf, len, &tmp)) < 0)
+	if ((r = scratch_meta_parse(buf, (size_t)n, &tmp)) < 0)
 		goto out;
 	if (strcmp(tmp.id, id) != 0) {
 		r = -EINVAL;

@@ -66,6 +66,10 @@ struct scratch_base;
 int	scratch_base_open(const char *path, int flags,
 	    struct scratch_base **out);
 void	scratch_base_free(struct scratch_base *sb);
+/*
+ * The base's and .wsfs's directory fds and the base's path: sb's, valid
+ * until scratch_base_free; the caller neither closes nor frees them.
+ */
 int	scratch_base_fd(const struct scratch_base *sb);
 int	scratch_meta_fd(const struct scratch_base *sb);
 const char *scratch_base_path(const struct scratch_base *sb);
@@ -110,7 +114,10 @@ int	scratch_in_use(struct scratch_base *sb, const char *id);
 int	scratch_retire(struct scratch_base *sb, const char *id, char *trash,
 	    size_t trashlen);
 
-/* Take BASE/.wsfs/sweep.lock (LOCK_EX|LOCK_NB); -EWOULDBLOCK if taken. */
+/*
+ * Take BASE/.wsfs/sweep.lock (LOCK_EX|LOCK_NB); -EWOULDBLOCK if taken.
+ * *fdp is the caller's: closing it releases the lock.
+ */
 int	scratch_sweep_lock(struct scratch_base *sb, int *fdp);
 
 /*

@@ -35,7 +35,7 @@ scratchd_init(void)
 	double	note;
 	int	r;
 
-	if (wsfs.conf.kind != WS_KIND_SCRATCH)
+	if (wsfs.conf.kind != CONF_KIND_SCRATCH)
 		return 0;
 	if ((r = scratch_base_open(wsfs.source, SCRATCH_CREATE, &sd.sb)) < 0) {
 		log_err("scratch base %s: %s", wsfs.source, strerror(-r));

@@ -39,7 +39,13 @@ static struct {
 	unsigned long long	counters[SC_NCOUNTERS];
 } st;
 
-static __thread int stats_cur = -1;
+/*
+ * The operation the calling thread serves, from its handler's start; op
+ * -1 when none. A thread that hands an operation on (parked for a lock,
+ * queued on the ring, sent to the lock server) keeps a copy with the
+ * operation and detaches; the thread that answers later resumes it.
+ */
+static __thread struct stats_timing stats_cur = { .op = -1 };
 
 const char *
 stats_op_name(int op)
@@ -48,40 +54,54 @@ stats_op_name(int op)
 }
 
 void
-stats_begin(int op, uint64_t *t0)
+stats_begin(int op)
 {
-	stats_cur = op;
-	*t0 = clock_ns(CLOCK_MONOTONIC);
+	stats_cur.op = op;
+	stats_cur.t0 = clock_ns(CLOCK_MONOTONIC);
 }
 
 void
-stats_end(int op, uint64_t t0)
+stats_save(struct stats_timing *o)
 {
-	uint64_t	us = (clock_ns(CLOCK_MONOTONIC) - t0) / 1000;
-	int		b = 0;
+	*o = stats_cur;
+}
 
+void
+stats_detach(void)
+{
+	stats_cur.op = -1;
+}
+
+void
+stats_resume(const struct stats_timing *o)
+{
+	stats_cur = *o;
+}
+
+/* The operation is answered: its latency, from its handler's start. */
+void
+stats_end(void)
+{
+	uint64_t	us;
+	int		op = stats_cur.op, b = 0;
+
+	if (op < 0 || op >= OP_NOPS)
+		return;
+	us = (clock_ns(CLOCK_MONOTONIC) - stats_cur.t0) / 1000;
 	while (b < LAT_BUCKETS - 1 && us >= (1ULL << b))
 		b++;
 	__atomic_add_fetch(&st.count[op], 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&st.hist[op][b], 1, __ATOMIC_RELAXED);
-	stats_cur = -1;
-}
-
-/* An error answer: counted for the operation this thread is serving. */
-void
-stats_error(int op)
-{
-	if (op < 0)
-		op = stats_cur;
-	if (op >= 0 && op < OP_NOPS)
-		__atomic_add_fetch(&st.errors[op], 1, __ATOMIC_RELAXED);
+	stats_cur.op = -1;
 }
 
 int
-stats_reply_err(fuse_req_t req, int op, int err)
+stats_reply_err(fuse_req_t req, int err)
 {
-	if (err != 0)
-		stats_error(op);
+	int	op = stats_cur.op;
+
+	if (err != 0 && op >= 0 && op < OP_NOPS)
+		__atomic_add_fetch(&st.errors[op], 1, __ATOMIC_RELAXED);
 	return fuse_reply_err(req, err);
 }
 

@@ -28,6 +28,7 @@ enum uring_kind {
 /* One request in flight; owned by the ring until its final completion. */
 struct uring_op {
 	fuse_req_t	 req;
+	struct stats_timing st;		/* timed to the answer (stats.c) */
 	enum uring_kind	 kind;
 	int		 fd;
 	int		 datasync;
@@ -156,14 +157,17 @@ uring_op_free(struct uring_op *op)
 	free(op);
 }
 
-/* Answer the kernel (err 0: with what was transferred) and free op. */
+/*
+ * Answer the kernel (err 0: with what was transferred) and free op. The
+ * answer ends the operation, in whichever thread it comes.
+ */
 static void
 uring_done(struct uring_op *op, int err)
 {
+	stats_resume(&op->st);
 	uring_finish(op, err < 0 ? err : (int)op->done);
 	if (err < 0)
-		stats_reply_err(op->req, op->kind == UOP_READ ? OP_READ :
-		    op->kind == UOP_WRITE ? OP_WRITE : OP_FSYNC, -err);
+		stats_reply_err(op->req, -err);
 	else if (op->kind == UOP_READ)
 		fuse_reply_buf(op->req, op->buf, op->done);
 	else if (op->kind == UOP_WRITE)
@@ -171,6 +175,7 @@ uring_done(struct uring_op *op, int err)
 	else
 		fuse_reply_err(op->req, 0);
 	uring_op_free(op);
+	stats_end();
 }
 
 /* The same operation as plain syscalls, answering in the calling thread. */
@@ -206,11 +211,14 @@ err:
 	uring_done(op, -errno);
 }
 
+/* The ring answers op from now on, or this thread does at once. */
 static void
 uring_start(struct uring_op *op)
 {
 	if (!ring_on || uring_submit(op, 0) < 0)
 		uring_sync(op);
+	else
+		stats_detach();
 }
 
 /* Handle one completion: finish the request or resubmit the remainder. */
@@ -328,19 +336,23 @@ uring_shutdown(void)
 	ring_on = 0;
 }
 
+/* A new request, or NULL when out of memory: then req is answered. */
 static struct uring_op *
 uring_op_new(fuse_req_t req, enum uring_kind kind, int fd, size_t size,
     off_t off, uring_done_fn fn, void *fn_arg)
 {
 	struct uring_op	*op;
 
-	if ((op = calloc(1, sizeof *op)) == NULL)
-		return NULL;
-	if (size > 0 && (op->buf = malloc(size)) == NULL) {
+	if ((op = calloc(1, sizeof *op)) == NULL ||
+	    (size > 0 && (op->buf = malloc(size)) == NULL)) {
 		free(op);
+		if (fn != NULL)
+			fn(fn_arg, -ENOMEM);
+		stats_reply_err(req, ENOMEM);
 		return NULL;
 	}
 	op->req = req;
+	stats_save(&op->st);
 	op->kind = kind;
 	op->fd = fd;
 	op->size = size;
@@ -357,12 +369,8 @@ uring_read(fuse_req_t req, int fd, size_t size, off_t off, uring_done_fn fn,
 	struct uring_op	*op;
 
 	if ((op = uring_op_new(req, UOP_READ, fd, size, off, fn,
-	    fn_arg)) == NULL) {
-		if (fn != NULL)
-			fn(fn_arg, -ENOMEM);
-		stats_reply_err(req, OP_READ, ENOMEM);
+	    fn_arg)) == NULL)
 		return;
-	}
 	if (size == 0)
 		uring_done(op, 0);
 	else
@@ -403,7 +411,7 @@ uring_write_now(fuse_req_t req, int fd, const char *buf, size_t size,
 	if (fn != NULL)
 		fn(fn_arg, err < 0 ? err : (int)done);
 	if (err < 0)
-		stats_reply_err(req, OP_WRITE, -err);
+		stats_reply_err(req, -err);
 	else
 		fuse_reply_write(req, done);
 }
@@ -421,12 +429,8 @@ uring_write(fuse_req_t req, int fd, const char *buf, size_t size, off_t off,
 
 	/* The request buffer is reused once the worker returns: copy it. */
 	if ((op = uring_op_new(req, UOP_WRITE, fd, size, off, fn,
-	    fn_arg)) == NULL) {
-		if (fn != NULL)
-			fn(fn_arg, -ENOMEM);
-		stats_reply_err(req, OP_WRITE, ENOMEM);
+	    fn_arg)) == NULL)
 		return;
-	}
 	if (size == 0) {
 		uring_done(op, 0);
 		return;
@@ -440,10 +444,8 @@ uring_fsync(fuse_req_t req, int fd, int datasync)
 {
 	struct uring_op	*op;
 
-	if ((op = uring_op_new(req, UOP_FSYNC, fd, 0, 0, NULL, NULL)) == NULL) {
-		stats_reply_err(req, OP_FSYNC, ENOMEM);
+	if ((op = uring_op_new(req, UOP_FSYNC, fd, 0, 0, NULL, NULL)) == NULL)
 		return;
-	}
 	op->datasync = datasync;
 	uring_start(op);
 }

@@ -91,12 +91,15 @@ struct wshandle {
 	int			 is_dir;
 };
 
-/* An open file: what fi->fh points to. */
+/*
+ * An open file: what fi->fh points to, from open or create until its
+ * release, which closes fd and gives back held (scratchd_release).
+ */
 struct wsfile {
 	struct wshandle	 h;		/* must be first */
-	int		 fd;
-	struct inode	*inode;
-	const char	*held;		/* scratch workspace held open */
+	int		 fd;		/* the handle's own; const */
+	struct inode	*inode;		/* the kernel keeps it while open */
+	const char	*held;		/* scratchd_hold's id, or NULL */
 	int		 kill_priv;	/* writes clear setuid/setgid here */
 	int		 direct;	/* writes bypass the page cache */
 	/*
@@ -342,17 +345,43 @@ void		 inode_table_init(int source_fd, int max_fds);
  * must not be used again (glock.c registers it). Before the loop starts.
  */
 void		 inode_on_free(void (*fn)(struct inode *in));
+/*
+ * Inodes live in the table until the kernel forgets its last reference
+ * (inode_forget) and no other inode refers to them: a pointer from
+ * inode_from_ino is good for the request that carries the node id, one
+ * kept longer needs a reference of its own (an open handle, opens).
+ */
 struct inode	*inode_root(void);
 struct inode	*inode_from_ino(fuse_ino_t ino);
+/*
+ * Look name up in parent: 0 with e filled and one kernel reference taken
+ * (the reply hands it to the kernel), or -errno.
+ */
 int		 inode_lookup(struct inode *parent, const char *name,
 		     struct fuse_entry_param *e);
+/*
+ * Enter the object open as fd (O_PATH) under name in parent, as
+ * inode_lookup does. fd is the table's from the call on, on success and
+ * on failure: the caller never closes it.
+ */
 int		 inode_adopt(struct inode *parent, const char *name, int fd,
 		     struct fuse_entry_param *e);
+/*
+ * The same for an object just made and open as fd (any access mode):
+ * fd stays the caller's, to use and close; the table keeps an O_PATH
+ * fd of its own.
+ */
 int		 inode_from_new_fd(struct inode *parent, const char *name,
 		     int fd, struct fuse_entry_param *e);
 void		 inode_forget(struct inode *in, uint64_t n);
+/*
+ * The inode's O_PATH fd, pinned (not evicted, not closed) until the
+ * matching inode_fd_put; the caller must not close it. -errno if it
+ * cannot be reopened.
+ */
 int		 inode_fd_get(struct inode *in);
 void		 inode_fd_put(struct inode *in);
+/* A new fd of the inode itself, opened with flags: the caller's to close. */
 int		 inode_open(struct inode *in, int flags);
 int		 inode_stat(struct inode *in, struct stat *st);
 int		 inode_kdepth(struct inode *in, unsigned int *depth);
@@ -361,6 +390,7 @@ void		 inode_renamed(struct inode *from, const char *name,
 void		 inode_unlinked(struct inode *parent, const char *name);
 void		 inode_opened(struct inode *in, int delta);
 void		 inode_procpath(int fd, char *buf, size_t len);
+/* A new fd of name below dirfd (see inode.c): the caller's to close. */
 int		 inode_openat_beneath(int dirfd, const char *name, int flags,
 		     mode_t mode);
 void		 inode_stats(unsigned long *inodes, unsigned long *fds);
@@ -375,6 +405,13 @@ int		 scratchd_init(void);
 void		 scratchd_start(void);
 void		 scratchd_stop(void);
 void		 scratchd_note(struct inode *in);
+/*
+ * Mark in's scratch workspace in use while a handle is open in it.
+ * Returns its id, or NULL (not a scratch mount, or the mount root): the
+ * root inode's own name, valid while the caller keeps in (an open handle
+ * does), and not to be freed. Pass it to scratchd_release exactly once,
+ * when the handle is released; scratchd_release(NULL) does nothing.
+ */
 const char	*scratchd_hold(struct inode *in);
 void		 scratchd_release(const char *id);
 int		 scratchd_status(time_t *last_run, unsigned long long *removed);
@@ -396,16 +433,35 @@ enum stats_counter {
 	SC_CACHE_INVALS,	/* kernel cache drops at a lock's release */
 	SC_NCOUNTERS
 };
-void		 stats_begin(int op, uint64_t *t0);
-void		 stats_end(int op, uint64_t t0);
-void		 stats_error(int op);
+/*
+ * What an operation carries from its handler to its answer: which one it
+ * is and when its handler started. Every handler runs between
+ * stats_begin and stats_end in its FUSE worker. One answered later from
+ * another thread (a change parked for its cluster locks, an I/O on the
+ * ring, a lock request at the server) keeps a stats_save copy beside its
+ * fuse_req_t, taken before another thread can answer it, and calls
+ * stats_detach once it is handed on; the answering thread calls
+ * stats_resume with the copy, answers, then stats_end. So errors and
+ * latency, lock waits and I/O included, are counted once, by the thread
+ * that answers. Only a thread that serves no operation of its own
+ * resumes one (the operations, io_uring, lock and inval threads), or a
+ * worker its own (an answer given at once): resumes do not nest.
+ */
+struct stats_timing {
+	int		 op;		/* enum stats_op; -1: none */
+	uint64_t	 t0;		/* CLOCK_MONOTONIC ns at the handler's start */
+};
+void		 stats_begin(int op);
+void		 stats_save(struct stats_timing *o);
+void		 stats_detach(void);
+void		 stats_resume(const struct stats_timing *o);
+void		 stats_end(void);
 /*
  * The one way to answer with an error: fuse_reply_err(req, err), err 0 or
- * a positive errno, a non-zero one counted as an error of op (-1: of the
- * operation the calling thread serves). Threads that serve none (the
- * io_uring and lock threads) name the operation.
+ * a positive errno, a non-zero one counted as an error of the operation
+ * the calling thread serves (begun or resumed).
  */
-int		 stats_reply_err(fuse_req_t req, int op, int err);
+int		 stats_reply_err(fuse_req_t req, int err);
 void		 stats_count(int counter, unsigned long long n);
 unsigned long long stats_counter(int counter);
 const char	*stats_op_name(int op);

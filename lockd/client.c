@@ -127,8 +127,8 @@ struct wslock {
 	int			 woken;		/* evfd written, not drained */
 	struct wslock_callbacks	 cb;
 	void			*arg;
-	struct wsl_addr		 addr;		/* addrs[cur], being used */
-	struct wsl_addr		 addrs[MAX_SERVERS];
+	struct addr		 addr;		/* addrs[cur], being used */
+	struct addr		 addrs[MAX_SERVERS];
 	char			 addr_text[MAX_SERVERS][WSLOCK_ADDR_TEXT];
 	size_t			 naddrs;
 	size_t			 cur;
@@ -716,7 +716,7 @@ conn_start(struct wslock *wl)
 	memcpy(h.nonce, wl->cnonce, sizeof h.nonce);
 	/* The server lets only the secret's holder speak for our id. */
 	if (wl->have_secret)
-		wsl_resume_proof(wl->secret, wl->cnonce, wl->client_id,
+		auth_resume_proof(wl->secret, wl->cnonce, wl->client_id,
 		    h.resume);
 	h.name = wl->name;
 	h.namelen = strlen(wl->name);
@@ -1080,7 +1080,7 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 		if (f->type == WSL_CHALLENGE && wl->cs == CS_HELLO) {
 			if (wsl_dec_nonce(f, wl->snonce) < 0 || wl->key == NULL)
 				return -EPROTO;
-			wsl_mac(wl->key, wl->keylen, WSL_LABEL_CLIENT,
+			auth_mac(wl->key, wl->keylen, WSL_LABEL_CLIENT,
 			    wl->snonce, wl->cnonce, wl->client_id, mac);
 			if (wsl_enc_auth(&wl->out, 0, mac) < 0)
 				return -ENOMEM;
@@ -1088,7 +1088,7 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 			 * From WELCOME on every frame carries a MAC; only a
 			 * server that knows the key can make WELCOME's.
 			 */
-			wsl_session_keys(wl->key, wl->keylen, wl->cnonce,
+			auth_session_keys(wl->key, wl->keylen, wl->cnonce,
 			    wl->snonce, wl->client_id, c2s, s2c, wl->pad);
 			wsl_seal_init(&wl->tx, c2s);
 			wsl_seal_init(&wl->rx, s2c);
@@ -1320,7 +1320,7 @@ wslock_fd(const struct wslock *wl)
 
 /*
  * "A,B,C": the replicas of one lock service, tried in turn. Each is an
- * address wsl_addr_parse() takes; empty items and more than MAX_SERVERS
+ * address addr_parse() takes; empty items and more than MAX_SERVERS
  * are errors.
  */
 static int
@@ -1337,7 +1337,7 @@ addr_list_parse(struct wslock *wl, const char *list)
 			return -EINVAL;
 		memcpy(wl->addr_text[wl->naddrs], p, len);
 		wl->addr_text[wl->naddrs][len] = '\0';
-		if (wsl_addr_parse(wl->addr_text[wl->naddrs],
+		if (addr_parse(wl->addr_text[wl->naddrs],
 		    &wl->addrs[wl->naddrs]) < 0)
 			return -EINVAL;
 		wl->naddrs++;
@@ -1389,7 +1389,7 @@ wslock_open(const struct wslock_params *p, struct wslock **out)
 			r = -EINVAL;
 			goto fail;
 		}
-		if ((r = wsl_keyfile_load(p->keyfile, &wl->key,
+		if ((r = auth_keyfile_load(p->keyfile, &wl->key,
 		    &wl->keylen)) < 0)
 			goto fail;
 	}

@@ -615,6 +615,18 @@ etcd_resign(struct etcd *e, uint64_t term)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* Our leader key's create revision; 0 while we hold no term. */
+static int64_t
+etcd_term_rev(struct etcd *e)
+{
+	int64_t	rev;
+
+	pthread_mutex_lock(&e->mu);
+	rev = e->term_rev;
+	pthread_mutex_unlock(&e->mu);
+	return rev;
+}
+
 /* Write the known clients, if our term still holds; main loop only. */
 int
 etcd_put_clients(struct etcd *e, const char *buf, size_t len)
@@ -623,10 +635,7 @@ etcd_put_clients(struct etcd *e, const char *buf, size_t len)
 	int64_t			rev;
 	int			r;
 
-	pthread_mutex_lock(&e->mu);
-	rev = e->term_rev;
-	pthread_mutex_unlock(&e->mu);
-	if (rev == 0)
+	if ((rev = etcd_term_rev(e)) == 0)
 		return -ESTALE;
 	cmp = (struct etcdj_cmp){ e->k_leader, 0, rev };
 	if ((r = txn_put(e, &e->mh, &cmp, 1, e->k_clients, buf, len, 0,
@@ -641,10 +650,7 @@ etcd_next_epoch(struct etcd *e, uint32_t *epoch)
 {
 	int64_t	rev;
 
-	pthread_mutex_lock(&e->mu);
-	rev = e->term_rev;
-	pthread_mutex_unlock(&e->mu);
-	if (rev == 0)
+	if ((rev = etcd_term_rev(e)) == 0)
 		return -ESTALE;
 	return bump_epoch(e, &e->mh, rev, epoch);
 }

@@ -1,10 +1,10 @@
 # wslockd, its protocol and the client library libwslock.
 LOCKD_COMMON = lockd/proto.h lockd/lockd.h lockd/codec.c lockd/table.c \
-	lockd/addr.c
+	lockd/addr.c lockd/auth.c
 
 EXTRA_DIST += lockd/PROTOCOL.md scripts/bench-lockd tests/lockd/conftest.py \
 	tests/lockd/lockdlib.py tests/lockd/test_lockd.py \
-	tests/lockd/test_history.py tests/lockd/test_threads.py \
+	tests/lockd/test_lockd_history.py tests/lockd/test_threads.py \
 	tests/lockd/test_quiet.py tests/lockd/test_async_test.py \
 	tests/lockd/test_hardening.py tests/lockd/test_mac.py \
 	tests/lockd/test_failover_client.py tests/lockd/test_ha.py \
@@ -22,12 +22,12 @@ tests_unit_test_table_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_table_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_table_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
 tests_unit_test_proto_SOURCES = tests/unit/test_proto.c lockd/codec.c \
-	lockd/addr.c lockd/lockd.h lockd/proto.h
+	lockd/addr.c lockd/auth.c lockd/lockd.h lockd/proto.h
 tests_unit_test_proto_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_proto_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_proto_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
 tests_unit_test_auth_SOURCES = tests/unit/test_auth.c lockd/codec.c \
-	lockd/addr.c lockd/state.c lockd/lockd.h lockd/proto.h
+	lockd/auth.c lockd/state.c lockd/lockd.h lockd/proto.h
 tests_unit_test_auth_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_auth_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(SODIUM_CFLAGS)
 tests_unit_test_auth_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS)
@@ -84,13 +84,15 @@ tests_lockd_mtclient_CPPFLAGS = $(LOCKD_INC)
 tests_lockd_mtclient_LDADD = lockd/libwslock.a lockd/libwsutil.a $(SODIUM_LIBS) -lpthread
 
 # libwsutil: what every program needs and no program owns: logging,
-# clocks, the metrics endpoint, JSON strings, strict numbers. metrics.c parses
+# clocks, the metrics endpoint, JSON strings, strict numbers, lock keys,
+# whole reads and writes. metrics.c parses
 # addresses with addr.c, so its users link libwslock.a (or addr.c) after.
 noinst_LIBRARIES += lockd/libwsutil.a
 lockd_libwsutil_a_SOURCES = lockd/log.c lockd/log.h lockd/clock.c \
 	lockd/clock.h lockd/metrics.c \
 	lockd/metrics.h lockd/json.c lockd/json.h lockd/number.c \
-	lockd/number.h lockd/defaults.h
+	lockd/number.h lockd/lockkey.c lockd/lockkey.h lockd/fdio.c \
+	lockd/fdio.h lockd/defaults.h
 lockd_libwsutil_a_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 
 if HAVE_CMOCKA
@@ -104,8 +106,10 @@ tests_unit_test_etcdjson_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) \
 tests_unit_test_etcdjson_LDADD = $(CMOCKA_LIBS) $(SODIUM_LIBS) \
 	$(JANSSON_LIBS)
 
-UNIT_TESTS += tests/unit/test_json tests/unit/test_number
-check_PROGRAMS += tests/unit/test_json tests/unit/test_number
+UNIT_TESTS += tests/unit/test_json tests/unit/test_number \
+	tests/unit/test_lockkey
+check_PROGRAMS += tests/unit/test_json tests/unit/test_number \
+	tests/unit/test_lockkey
 tests_unit_test_json_SOURCES = tests/unit/test_json.c
 tests_unit_test_json_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_json_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -114,4 +118,8 @@ tests_unit_test_number_SOURCES = tests/unit/test_number.c
 tests_unit_test_number_CPPFLAGS = $(LOCKD_INC)
 tests_unit_test_number_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_number_LDADD = lockd/libwsutil.a $(CMOCKA_LIBS)
+tests_unit_test_lockkey_SOURCES = tests/unit/test_lockkey.c
+tests_unit_test_lockkey_CPPFLAGS = $(LOCKD_INC)
+tests_unit_test_lockkey_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_lockkey_LDADD = lockd/libwsutil.a $(CMOCKA_LIBS)
 endif

@@ -135,20 +135,28 @@ struct server_conf {
 
 int		 server_run(const struct server_conf *);
 
-/* addr.c: shared by server and client. */
-struct wsl_addr {
+/* addr.c: shared by server, client and the metrics endpoints. */
+struct addr {
 	int		 family;	/* AF_UNIX or AF_INET/AF_INET6 */
 	char		 host[256];	/* or the unix path */
 	char		 port[8];
 };
-int		 wsl_addr_parse(const char *, struct wsl_addr *);
-int		 wsl_keyfile_load(const char *, uint8_t **, size_t *);
-void		 wsl_mac(const uint8_t *, size_t, const char *,
+/* 0 and *a set, or -EINVAL; see addr.c for the forms. */
+int		 addr_parse(const char *, struct addr *);
+
+/* auth.c: shared by server and client. */
+/*
+ * 0 with *key (sodium_malloc'd: the caller frees it with sodium_free)
+ * and *len; -EPERM for a file others may read, -EINVAL for one that is
+ * not a key, -errno if it cannot be read.
+ */
+int		 auth_keyfile_load(const char *, uint8_t **, size_t *);
+void		 auth_mac(const uint8_t *, size_t, const char *,
 		    const uint8_t *, const uint8_t *, uint64_t, uint8_t *);
-void		 wsl_session_keys(const uint8_t *, size_t, const uint8_t *,
+void		 auth_session_keys(const uint8_t *, size_t, const uint8_t *,
 		    const uint8_t *, uint64_t, uint8_t *, uint8_t *,
 		    uint8_t *);
-void		 wsl_resume_proof(const uint8_t *, const uint8_t *, uint64_t,
+void		 auth_resume_proof(const uint8_t *, const uint8_t *, uint64_t,
 		    uint8_t *);
 
 #endif

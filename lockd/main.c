@@ -6,7 +6,6 @@
 
 #include <sys/socket.h>
 
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -19,6 +18,7 @@
 #include "etcd.h"
 #include "lockd.h"
 #include "log.h"
+#include "number.h"
 
 #define DEFAULT_UNIX	WS_DEFAULT_LOCKD
 #define DEFAULT_TCP	WS_DEFAULT_LOCKD_TCP
@@ -74,33 +74,57 @@ usage_error(const char *fmt, ...)
 	return 2;
 }
 
-static int
-parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
-{
-	unsigned long	v;
-	char		*end;
+/* The options that take a number: one row each, checked alike. */
+static const struct num_opt {
+	int		 ch;
+	const char	*name;
+	uint32_t	 min, max;
+	const char	*unit;		/* said after the range */
+} num_opts[] = {
+	{ 'L', "--lease-ms", 100, 3600000, "" },
+	{ 'G', "--grace-ms", 0, 3600000, "" },
+	{ 'T', "--etcd-ttl", 2, 600, " seconds" },
+	{ 'M', "--max-locks", 1, 100000000, "" },
+	{ 'W', "--max-waiters", 0, 100000000, "" },
+	{ 'C', "--max-conns", 1, 1000000, "" },
+};
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 ||
-	    v < min || v > max)
-		return -EINVAL;
-	*out = v;
+/*
+ * If ch is a numeric option: 1 with its value in *v, or -1 for a bad one,
+ * told to the user. 0 for any other option.
+ */
+static int
+num_opt_parse(int ch, const char *arg, uint32_t *v)
+{
+	const struct num_opt	*o;
+	uint64_t		 n;
+
+	for (o = num_opts; o < num_opts + sizeof num_opts / sizeof *o; o++) {
+		if (o->ch != ch)
+			continue;
+		if (number_parse(arg, 0, o->max, &n) < 0 || n < o->min) {
+			(void)usage_error("%s: '%s' is not %u..%u%s", o->name,
+			    arg, o->min, o->max, o->unit);
+			return -1;
+		}
+		*v = (uint32_t)n;
+		return 1;
+	}
 	return 0;
 }
 
 /*
- * A metrics address needs its port spelled out: wsl_addr_parse would
+ * A metrics address needs its port spelled out: addr_parse would
  * quietly give a bare host the lock port, and a scraper must be pointed at
  * a port of its own.
  */
 static int
 metrics_addr_ok(const char *s)
 {
-	struct wsl_addr	 a;
+	struct addr	 a;
 	const char	*colon, *bracket;
 
-	if (wsl_addr_parse(s, &a) < 0)
+	if (addr_parse(s, &a) < 0)
 		return 0;
 	if (a.family == AF_UNIX)
 		return 1;
@@ -134,11 +158,14 @@ etcd_urls_ok(const char *s)
 static int
 advertise_ok(const char *s)
 {
-	struct wsl_addr	a;
+	struct addr	a;
 
-	return wsl_addr_parse(s, &a) == 0 && a.family != AF_UNIX &&
+	return addr_parse(s, &a) == 0 && a.family != AF_UNIX &&
 	    a.host[0] != '\0' && metrics_addr_ok(s) && strlen(s) < 200;
 }
+
+/* The options that mean nothing without --etcd, by their val. */
+#define ETCD_ONLY	"PTA123"
 
 int
 main(int argc, char **argv)
@@ -172,7 +199,9 @@ main(int argc, char **argv)
 	size_t			 nlisten = 0, i;
 	int			 ch, foreground = 0, verbose = 0, grace_set = 0;
 	int			 tcp = 0, state_set = 0;
-	const char		*etcd_only = NULL;
+	const struct option	*o;
+	int			 etcd_only = 0;
+	uint32_t		 v = 0;
 
 	memset(&conf, 0, sizeof conf);
 	conf.statedir = DEFAULT_STATE;
@@ -185,6 +214,10 @@ main(int argc, char **argv)
 	ec.prefix = "/wslockd/";
 	ec.ttl_s = 3;
 	while ((ch = getopt_long(argc, argv, "fvh", longopts, NULL)) != -1) {
+		if (num_opt_parse(ch, optarg, &v) < 0)
+			return 2;
+		if (strchr(ETCD_ONLY, ch) != NULL)
+			etcd_only = ch;
 		switch (ch) {
 		case 'f':
 			foreground = 1;
@@ -202,14 +235,10 @@ main(int argc, char **argv)
 			conf.keyfile = optarg;
 			break;
 		case 'L':
-			if (parse_u32(optarg, 100, 3600000, &conf.lease_ms) < 0)
-				return usage_error("--lease-ms: '%s' is not "
-				    "100..3600000", optarg);
+			conf.lease_ms = v;
 			break;
 		case 'G':
-			if (parse_u32(optarg, 0, 3600000, &conf.grace_ms) < 0)
-				return usage_error("--grace-ms: '%s' is not "
-				    "0..3600000", optarg);
+			conf.grace_ms = v;
 			grace_set = 1;
 			break;
 		case 's':
@@ -227,48 +256,33 @@ main(int argc, char **argv)
 				return usage_error("--etcd-prefix: '%s' must "
 				    "start with '/'", optarg);
 			ec.prefix = optarg;
-			etcd_only = "--etcd-prefix";
 			break;
 		case 'T':
-			if (parse_u32(optarg, 2, 600, &ec.ttl_s) < 0)
-				return usage_error("--etcd-ttl: '%s' is not "
-				    "2..600 seconds", optarg);
-			etcd_only = "--etcd-ttl";
+			ec.ttl_s = v;
 			break;
 		case 'A':
 			if (!advertise_ok(optarg))
 				return usage_error("--advertise: '%s' is not "
 				    "HOST:PORT", optarg);
 			ec.advertise = optarg;
-			etcd_only = "--advertise";
 			break;
 		case '1':
 			ec.ca = optarg;
-			etcd_only = "--etcd-ca";
 			break;
 		case '2':
 			ec.cert = optarg;
-			etcd_only = "--etcd-cert";
 			break;
 		case '3':
 			ec.key = optarg;
-			etcd_only = "--etcd-key";
 			break;
 		case 'M':
-			if (parse_u32(optarg, 1, 100000000, &conf.max_locks) < 0)
-				return usage_error("--max-locks: bad number '%s'",
-				    optarg);
+			conf.max_locks = v;
 			break;
 		case 'W':
-			if (parse_u32(optarg, 0, 100000000,
-			    &conf.max_waiters) < 0)
-				return usage_error("--max-waiters: bad number "
-				    "'%s'", optarg);
+			conf.max_waiters = v;
 			break;
 		case 'C':
-			if (parse_u32(optarg, 1, 1000000, &conf.max_conns) < 0)
-				return usage_error("--max-conns: bad number '%s'",
-				    optarg);
+			conf.max_conns = v;
 			break;
 		case 'm':
 			if (conf.metrics != NULL)
@@ -298,9 +312,9 @@ main(int argc, char **argv)
 	}
 	listen[nlisten] = NULL;
 	for (i = 0; i < nlisten; i++) {
-		struct wsl_addr a;
+		struct addr a;
 
-		if (wsl_addr_parse(listen[i], &a) < 0)
+		if (addr_parse(listen[i], &a) < 0)
 			return usage_error("--listen: bad address '%s'",
 			    listen[i]);
 		if (a.family != AF_UNIX)
@@ -311,8 +325,9 @@ main(int argc, char **argv)
 	if (!grace_set)
 		conf.grace_ms = conf.lease_ms + conf.lease_ms / 2;
 	conf.listen = listen;
-	if (ec.endpoints == NULL && etcd_only != NULL)
-		return usage_error("%s needs --etcd", etcd_only);
+	for (o = longopts; etcd_only != 0 && ec.endpoints == NULL; o++)
+		if (o->val == etcd_only)
+			return usage_error("--%s needs --etcd", o->name);
 	if (ec.endpoints != NULL) {
 		if ((ec.cert == NULL) != (ec.key == NULL))
 			return usage_error("--etcd-cert and --etcd-key go "

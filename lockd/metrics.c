@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "lockd.h"
 #include "log.h"
 #include "metrics.h"
@@ -27,11 +28,11 @@ metrics_listen(const char *addr, int *fds, int max)
 {
 	struct addrinfo		 hints, *res, *ai;
 	struct sockaddr_un	 sun;
-	struct wsl_addr		 a;
+	struct addr		 a;
 	mode_t			 old;
 	int			 fd, n = 0, r, one = 1;
 
-	if (wsl_addr_parse(addr, &a) < 0 || (a.family != AF_UNIX &&
+	if (addr_parse(addr, &a) < 0 || (a.family != AF_UNIX &&
 	    a.port[0] == '\0'))
 		return -EINVAL;
 	if (a.family == AF_UNIX) {
@@ -95,22 +96,6 @@ metrics_listen(const char *addr, int *fds, int max)
 	return n > 0 ? n : -(r ? r : EADDRNOTAVAIL);
 }
 
-static void
-metrics_write_all(int fd, const char *p, size_t len)
-{
-	ssize_t	n;
-
-	while (len > 0) {
-		n = write(fd, p, len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
 /*
  * The caller's thread may serve other things too (wsfs's control socket)
  * and later scrapers: a scraper gets 20 ms in all to send its request
@@ -157,12 +142,12 @@ metrics_serve(int listen_fd, void (*render)(FILE *, void *), void *arg)
 		snprintf(head, sizeof head, "HTTP/1.0 200 OK\r\n"
 		    "Content-Type: text/plain; version=0.0.4\r\n"
 		    "Content-Length: %zu\r\nConnection: close\r\n\r\n", blen);
-		metrics_write_all(fd, head, strlen(head));
-		metrics_write_all(fd, body, blen);
+		(void)fdio_write_all(fd, head, strlen(head));
+		(void)fdio_write_all(fd, body, blen);
 	} else {
 		snprintf(head, sizeof head, "HTTP/1.0 404 Not Found\r\n"
 		    "Content-Length: 0\r\nConnection: close\r\n\r\n");
-		metrics_write_all(fd, head, strlen(head));
+		(void)fdio_write_all(fd, head, strlen(head));
 	}
 	free(body);
 	close(fd);

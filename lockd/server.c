@@ -594,7 +594,7 @@ conn_proves(struct server *srv, struct conn *c, const struct session *s)
 		return 1;		/* nobody's client id */
 	else if (state_client_secret(srv->state, c->client_id, secret) < 0)
 		return 0;
-	wsl_resume_proof(secret, c->cnonce, c->client_id, want);
+	auth_resume_proof(secret, c->cnonce, c->client_id, want);
 	ok = sodium_memcmp(want, c->resume, sizeof want) == 0;
 	sodium_memzero(secret, sizeof secret);
 	sodium_memzero(want, sizeof want);
@@ -665,7 +665,7 @@ conn_welcome(struct server *srv, struct conn *c, uint64_t id)
 	w.max_waiters = srv->conf->max_waiters;
 	memcpy(w.secret, s->secret, sizeof w.secret);
 	if (!c->is_unix) {
-		wsl_session_keys(srv->key, srv->keylen, c->cnonce, c->snonce,
+		auth_session_keys(srv->key, srv->keylen, c->cnonce, c->snonce,
 		    c->client_id, c2s, s2c, pad);
 		for (i = 0; i < sizeof w.secret; i++)
 			w.secret[i] ^= pad[i];
@@ -744,7 +744,7 @@ h_auth(struct server *srv, struct conn *c, const struct wsl_frame *f)
 
 	if (wsl_dec_nonce(f, mac) < 0)
 		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed AUTH");
-	wsl_mac(srv->key, srv->keylen, WSL_LABEL_CLIENT, c->snonce, c->cnonce,
+	auth_mac(srv->key, srv->keylen, WSL_LABEL_CLIENT, c->snonce, c->cnonce,
 	    c->client_id, want);
 	if (sodium_memcmp(mac, want, sizeof mac) != 0) {
 		log_warn("%s: authentication failed (wrong cluster key?)",
@@ -1378,7 +1378,7 @@ log_tcp_port(int fd, const char *what)
 }
 
 static void
-listen_tcp(struct server *srv, const char *spec, const struct wsl_addr *a)
+listen_tcp(struct server *srv, const char *spec, const struct addr *a)
 {
 	struct addrinfo		 hints, *res, *ai;
 	int			 fd, one = 1, r;
@@ -1410,9 +1410,9 @@ listen_tcp(struct server *srv, const char *spec, const struct wsl_addr *a)
 static void
 listen_one(struct server *srv, const char *spec)
 {
-	struct wsl_addr	a;
+	struct addr	a;
 
-	if (wsl_addr_parse(spec, &a) < 0)
+	if (addr_parse(spec, &a) < 0)
 		fatalx("bad listen address '%s'", spec);
 	if (a.family == AF_UNIX)
 		listen_unix(srv, spec, a.host);
@@ -1624,14 +1624,14 @@ static void
 metrics_open(struct server *srv, const char *spec)
 {
 	struct mserv		*m = &srv->ms;
-	struct wsl_addr		 a;
+	struct addr		 a;
 	struct sockaddr_un	 sun;
 	struct epoll_event	 ev;
 	struct listener		*l;
 	pthread_condattr_t	 ca;
 	int			 fds[MAX_LISTEN], n, i, r;
 
-	if (wsl_addr_parse(spec, &a) < 0)
+	if (addr_parse(spec, &a) < 0)
 		fatalx("bad metrics address '%s'", spec);
 	if (a.family == AF_UNIX) {
 		memset(&sun, 0, sizeof sun);
@@ -1743,7 +1743,7 @@ server_init(struct server *srv, const struct server_conf *conf)
 	if (tcp || conf->keyfile != NULL) {
 		if (conf->keyfile == NULL)
 			fatalx("TCP listening needs a cluster key (--key)");
-		if ((r = wsl_keyfile_load(conf->keyfile, &srv->key,
+		if ((r = auth_keyfile_load(conf->keyfile, &srv->key,
 		    &srv->keylen)) < 0)
 			fatalx("key file %s: %s", conf->keyfile,
 			    r == -EPERM ? "readable by others; chmod 600 it" :

@@ -5,7 +5,8 @@
  * A handle (struct wslock) is one session with one server: one connection
  * carrying any number of requests, a lease the library renews, and the
  * locks the session holds. Locks are (key, owner, [start, end), mode):
- * keys are opaque bytes (1..1024, e.g. "ws/<workspace>/<dev>:<ino>"),
+ * keys are opaque bytes (1..1024; wsfs and wsctl spell theirs with
+ * lockkey.h, e.g. "g/<SOURCE inode>/<inode>"),
  * owners are 64-bit ids with POSIX per-owner semantics (an owner's locks
  * never conflict with each other; a new lock replaces the owner's overlap,
  * so ranges split, merge, upgrade and downgrade as with fcntl(2)).
@@ -58,20 +59,24 @@
  *   After a lease was lost the library starts a fresh session (the server
  *   frees whatever the old one still held) and never reclaims.
  *
- * How wsfs uses it (issue 5). Object locks: key "ws/<workspace>/<dev>:<ino>",
- * owner 0, [0, WSLOCK_EOF), WSLOCK_EXCLUSIVE, WSLOCK_WAIT | WSLOCK_CACHED,
- * taken once and kept; wslock_held() answers "do I still hold it?" before
- * each write without a round trip; the revoke callback says another node
- * waits, and the node flushes and calls wslock_unlock(). flock(2) and
- * fcntl(2) locks: the same key with the lock owner of the open file (or
- * of the process) as owner and the byte range as given; F_SETLK is
- * wslock_lock() without WSLOCK_WAIT, F_SETLKW with it (an interrupted wait
- * is wslock_cancel()), F_GETLK is wslock_test() (answered through the
- * tested callback, so no thread waits; wslock_test_wait() blocks), F_UNLCK
- * is wslock_unlock(). Shared locks that only keep caches fresh (stat,
- * lookup) can be asked for with WSLOCK_QUIET, which disturbs no holder. Every grant's token can fence writes on storage that
- * understands it. The lost callback and WSLOCK_JEOPARDY tell the node to
- * stop writing under locks it may no longer have.
+ * How wsfs uses it (issue 5). Keys are lockkey.h's "<kind>/<SOURCE
+ * inode>/<inode>". Object locks: kind 'g', owner 0, [0, WSLOCK_EOF),
+ * shared or exclusive, WSLOCK_WAIT | WSLOCK_CACHED, taken once and kept;
+ * wslock_held() answers "do I still hold it?" before each write without
+ * a round trip; the revoke callback says another node waits, and the
+ * node flushes and calls wslock_unlock(). fcntl(2) and flock(2) locks:
+ * kinds 'p' and 'f' (the two do not interact, as on one machine), the
+ * lock owner of the open file (or of the process) as owner and the byte
+ * range as given; F_SETLK is wslock_lock() without WSLOCK_WAIT, F_SETLKW
+ * with it (an interrupted wait is wslock_cancel()), F_GETLK is
+ * wslock_test() (answered through the tested callback, so no thread
+ * waits; wslock_test_wait() blocks), F_UNLCK is wslock_unlock().
+ * `wsctl lock --workspace` takes kind 'w' with the workspace directory's
+ * inode. Shared locks that only keep caches fresh (stat, lookup) can be
+ * asked for with WSLOCK_QUIET, which disturbs no holder. Every grant's
+ * token can fence writes on storage that understands it. The lost
+ * callback and WSLOCK_JEOPARDY tell the node to stop writing under locks
+ * it may no longer have.
  *
  * Reconnects. When the connection breaks the library reconnects by itself
  * (backoff 50 ms doubling to 2 s, or to 0.5 s with a list of replicas,

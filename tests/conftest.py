@@ -13,9 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wsfstest  # noqa: E402
-
-CANARY_OUTSIDE = b"CANARY-OUTSIDE-SOURCE\n"
-CANARY_WS2 = b"CANARY-IN-WS2\n"
+from wsfstest import CANARY_OUTSIDE, CANARY_WS2  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,10 @@ WSFS = os.path.join(BUILDDIR, "fs", "wsfs")
 WSLOCKD = os.path.join(BUILDDIR, "lockd", "wslockd")
 WSCTL = os.path.join(BUILDDIR, "tools", "wsctl")
 PYTHON = "/usr/bin/python3"
+# What the default mount fixture (tests/conftest.py) puts outside SOURCE
+# and in ws2, for tests to check that no view reaches them.
+CANARY_OUTSIDE = b"CANARY-OUTSIDE-SOURCE\n"
+CANARY_WS2 = b"CANARY-IN-WS2\n"
 
 # An unprivileged user for permission tests. Root bypasses most checks, so
 # those tests run as this uid; it need not exist in /etc/passwd.

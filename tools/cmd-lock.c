@@ -6,7 +6,8 @@
  * for example because this host was cut off), the command is told with
  * SIGTERM, since it no longer runs under the lock, and wsctl exits 1.
  *
- * Also home of wsctl_lockd_open(), shared with wsctl locks.
+ * Also home of the --lockd and --key options and wsctl_lockd_open(),
+ * shared with wsctl locks.
  */
 #include "config.h"
 
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include "defaults.h"
+#include "lockkey.h"
 #include "wslock.h"
 #include "wsctl.h"
 
@@ -46,6 +48,27 @@ on_lost(struct wslock *wl, const struct wslock_range *r, int mode,
 }
 
 static const struct wslock_callbacks lock_cb = { .lost = on_lost };
+
+void
+wsctl_lockd_init(struct wsctl_lockd *lo)
+{
+	lo->addr = WS_DEFAULT_LOCKD;
+	lo->keyfile = WS_DEFAULT_KEY;
+	lo->addr_given = 0;
+}
+
+int
+wsctl_lockd_option(int c, struct wsctl_lockd *lo)
+{
+	if (c == 'l') {
+		lo->addr = optarg;
+		lo->addr_given = 1;
+	} else if (c == 'k')
+		lo->keyfile = optarg;
+	else
+		return 0;
+	return 1;
+}
 
 /* Connect to wslockd with a message for the user on failure. */
 int
@@ -175,8 +198,9 @@ workspace_lock(const char *ws, const char **addr, const char **keyfile,
 		fprintf(stderr, "wsctl lock: %s: %s\n", root, strerror(errno));
 		return -errno;
 	}
-	snprintf(key, keylen, "w/%llu/%llu", (unsigned long long)st_root.st_ino,
-	    (unsigned long long)st_ws.st_ino);
+	if (lockkey_format('w', (uint64_t)st_root.st_ino,
+	    (uint64_t)st_ws.st_ino, key, keylen) == 0)
+		return -ENAMETOOLONG;
 	if (addr == NULL)
 		return 0;
 	if (wsctl_control("lock", root, NULL, "lockd", answer,
@@ -245,8 +269,7 @@ int
 cmd_lock(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "lockd", required_argument, NULL, 'l' },
-		{ "key", required_argument, NULL, 'k' },
+		WSCTL_LOCKD_LONGOPTS,
 		{ "shared", no_argument, NULL, 's' },
 		{ "wait", required_argument, NULL, 'w' },
 		{ "workspace", required_argument, NULL, 'W' },
@@ -254,9 +277,8 @@ cmd_lock(int argc, char **argv)
 	};
 	const char		*workspace = NULL;
 	char			 wskey[96];
-	int			 explicit_lockd = 0, localfd = -1;
-	const char		*addr = WS_DEFAULT_LOCKD;
-	const char		*keyfile = WS_DEFAULT_KEY;
+	int			 localfd = -1;
+	struct wsctl_lockd	 lo;
 	struct wslock		*wl = NULL;
 	struct wslock_range	 rg;
 	sigset_t		 mask, old;
@@ -267,15 +289,11 @@ cmd_lock(int argc, char **argv)
 	int			 ch, mode = WSLOCK_EXCLUSIVE, r, ret;
 	int			 timeout_ms = -1, flags = WSLOCK_WAIT;
 
+	wsctl_lockd_init(&lo);
 	while ((ch = wsctl_getopt("lock", argc, argv, "+", longopts)) != -1) {
+		if (wsctl_lockd_option(ch, &lo))
+			continue;
 		switch (ch) {
-		case 'l':
-			addr = optarg;
-			explicit_lockd = 1;
-			break;
-		case 'k':
-			keyfile = optarg;
-			break;
 		case 'W':
 			workspace = optarg;
 			break;
@@ -303,8 +321,8 @@ cmd_lock(int argc, char **argv)
 			    "KEY: wsctl lock --workspace MOUNT/WS -- COMMAND");
 		if (optind + 1 >= argc)
 			return wsctl_usage_error("lock", "missing COMMAND");
-		r = workspace_lock(workspace, explicit_lockd ? NULL : &addr,
-		    &keyfile, wskey, sizeof wskey, &localfd);
+		r = workspace_lock(workspace, lo.addr_given ? NULL : &lo.addr,
+		    &lo.keyfile, wskey, sizeof wskey, &localfd);
 		if (r < 0)
 			return WSCTL_EXIT_FAIL;
 		optind--;	/* argv[optind + 2] is the command, as below */
@@ -341,7 +359,7 @@ cmd_lock(int argc, char **argv)
 		close(localfd);
 		return ret;
 	}
-	if (wsctl_lockd_open("lock", addr, keyfile, &wl) < 0)
+	if (wsctl_lockd_open("lock", lo.addr, lo.keyfile, &wl) < 0)
 		return WSCTL_EXIT_FAIL;
 	r = wslock_lock_wait(wl, &rg, mode, flags, timeout_ms, &token);
 	if (r < 0) {

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "json.h"
-#include "defaults.h"
 #include "wslock.h"
 #include "wsctl.h"
 
@@ -133,40 +132,27 @@ int
 cmd_locks(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "lockd", required_argument, NULL, 'l' },
-		{ "key", required_argument, NULL, 'k' },
+		WSCTL_LOCKD_LONGOPTS,
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char		*addr = WS_DEFAULT_LOCKD;
-	const char		*keyfile = WS_DEFAULT_KEY;
+	struct wsctl_lockd	 lo;
 	struct locks_out	 o = { 0, 0, 0, 0, 0, 1 };
 	struct wslock		*wl;
 	struct wslock_conn_stats st;
 	int			 ch, r;
 
-	optind = 1;
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'l':
-			addr = optarg;
-			break;
-		case 'k':
-			keyfile = optarg;
-			break;
-		case 'j':
-			o.json = 1;
-			break;
-		default:
-			return wsctl_usage_error("locks", "unknown option '%s'",
-			    argv[optind - 1]);
-		}
+	wsctl_lockd_init(&lo);
+	while ((ch = wsctl_getopt("locks", argc, argv, "", longopts)) != -1) {
+		if (wsctl_lockd_option(ch, &lo))
+			continue;
+		if (ch != 'j')
+			return WSCTL_EXIT_USAGE;
+		o.json = 1;
 	}
-	if (optind < argc)
-		return wsctl_usage_error("locks", "unexpected argument '%s'",
-		    argv[optind]);
-	if (wsctl_lockd_open("locks", addr, keyfile, &wl) < 0)
+	if ((r = wsctl_no_operands("locks", argc, argv)) != 0)
+		return r;
+	if (wsctl_lockd_open("locks", lo.addr, lo.keyfile, &wl) < 0)
 		return WSCTL_EXIT_FAIL;
 	o.self = wslock_session(wl);
 	if (o.json)

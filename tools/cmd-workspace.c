@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "json.h"
 #include "log.h"
 #include "nofollow.h"
@@ -140,6 +141,24 @@ wsp_split(char *arg, const char **source, const char **name)
 	return 0;
 }
 
+/*
+ * The SOURCE/NAME operand of cmd, split, with a name a workspace may
+ * have: 0, or -1 after the usage error told to the user.
+ */
+static int
+wsp_name_arg(const char *cmd, char *arg, const char **source,
+    const char **name)
+{
+	const char	*why;
+
+	wsp_split(arg, source, name);
+	if ((why = wsp_name_invalid(*name)) != NULL) {
+		wsctl_usage_error("workspace", "%s: '%s': %s", cmd, *name, why);
+		return -1;
+	}
+	return 0;
+}
+
 /* Drop trailing slashes, which would make open(2) follow a symlink. */
 static void
 wsp_trim(char *path)
@@ -243,7 +262,6 @@ wsp_marker_read(struct wsp_source *s, const char *name, struct marker *m)
 	struct stat	 st;
 	char		 buf[MARKER_MAX + 1];
 	ssize_t		 n;
-	size_t		 len = 0;
 	int		 fd, r;
 
 	if (s->marker_fd == -1)
@@ -260,20 +278,12 @@ wsp_marker_read(struct wsp_source *s, const char *name, struct marker *m)
 		r = -EINVAL;
 		goto out;
 	}
-	while (len < MARKER_MAX) {
-		n = read(fd, buf + len, MARKER_MAX - len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
+	if ((n = fdio_read_all(fd, buf, MARKER_MAX)) < 0) {
+		r = (int)n;
+		goto out;
 	}
-	buf[len] = '\0';
-	if (memchr(buf, '\0', len) != NULL) {
+	buf[n] = '\0';
+	if (memchr(buf, '\0', (size_t)n) != NULL) {
 		r = -EINVAL;
 		goto out;
 	}
@@ -314,8 +324,7 @@ wsp_marker_write(struct wsp_source *s, const char *name,
     const struct marker *m)
 {
 	char		 tmp[32], text[MARKER_MAX];
-	size_t		 len, off = 0;
-	ssize_t		 n;
+	size_t		 len;
 	int		 fd, r;
 
 	if ((r = marker_format(m, text, sizeof text)) < 0)
@@ -326,16 +335,8 @@ wsp_marker_write(struct wsp_source *s, const char *name,
 	    O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd == -1)
 		return -errno;
-	while (off < len) {
-		n = write(fd, text + off, len - off);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			r = -errno;
-			goto fail;
-		}
-		off += (size_t)n;
-	}
+	if ((r = fdio_write_all(fd, text, len)) < 0)
+		goto fail;
 	if (fsync(fd) == -1) {
 		r = -errno;
 		goto fail;
@@ -573,10 +574,14 @@ wsp_owner_ids(struct wsp_source *s, const struct wsp_record *rec, size_t nrec,
 	return 0;
 }
 
-/* Parse the options of one workspace subcommand: --owner and --json. */
+/*
+ * Parse the options of one workspace subcommand, --owner and --json, and
+ * check that one operand (named operand for the user) follows: 0, 1
+ * after --help, -1 after a usage error told to the user.
+ */
 static int
 wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
-    int allow_json, const char **owner, int *json)
+    int allow_json, const char **owner, int *json, const char *operand)
 {
 	static const struct option opts[] = {
 		{ "owner",	required_argument,	NULL, 'o' },
@@ -607,6 +612,11 @@ wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 			return -1;
 		}
 	}
+	if (argc - optind != 1) {
+		wsctl_usage_error("workspace", "%s: expected one %s", cmd,
+		    operand);
+		return -1;
+	}
 	return 0;
 bad:
 	wsctl_opt_refused(what, opts, c);
@@ -627,15 +637,11 @@ wsp_create(int argc, char **argv)
 	int			 r, ret = WSCTL_EXIT_FAIL;
 
 	wsp_source_init(&s);
-	if ((r = wsp_getopt(argc, argv, "create", 1, 0, &owner, &json)) != 0)
+	if ((r = wsp_getopt(argc, argv, "create", 1, 0, &owner, &json,
+	    "SOURCE/NAME")) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (argc - optind != 1)
-		return wsctl_usage_error("workspace", "create: expected one "
-		    "SOURCE/NAME");
-	wsp_split(argv[optind], &source, &name);
-	if ((why = wsp_name_invalid(name)) != NULL)
-		return wsctl_usage_error("workspace", "create: '%s': %s",
-		    name, why);
+	if (wsp_name_arg("create", argv[optind], &source, &name) < 0)
+		return WSCTL_EXIT_USAGE;
 	if (owner != NULL && (why = marker_owner_invalid(owner)) != NULL)
 		return wsctl_usage_error("workspace", "create: owner '%s': %s",
 		    owner, why);
@@ -829,20 +835,16 @@ wsp_rm(int argc, char **argv)
 	struct wsp_source	 s;
 	struct marker	 m;
 	struct rmtree_stats	 stats;
-	const char		*source, *name, *why, *owner = NULL;
+	const char		*source, *name, *owner = NULL;
 	uint64_t		 finished = 0;
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
 	wsp_source_init(&s);
-	if ((r = wsp_getopt(argc, argv, "rm", 0, 0, &owner, &json)) != 0)
+	if ((r = wsp_getopt(argc, argv, "rm", 0, 0, &owner, &json,
+	    "SOURCE/NAME")) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (argc - optind != 1)
-		return wsctl_usage_error("workspace", "rm: expected one "
-		    "SOURCE/NAME");
-	wsp_split(argv[optind], &source, &name);
-	if ((why = wsp_name_invalid(name)) != NULL)
-		return wsctl_usage_error("workspace", "rm: '%s': %s", name,
-		    why);
+	if (wsp_name_arg("rm", argv[optind], &source, &name) < 0)
+		return WSCTL_EXIT_USAGE;
 
 	if (wsp_source_open(&s, source, 0, 1) < 0)
 		goto out;
@@ -1093,11 +1095,9 @@ wsp_list(int argc, char **argv)
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
 	wsp_source_init(&s);
-	if ((r = wsp_getopt(argc, argv, "list", 0, 1, &owner, &json)) != 0)
+	if ((r = wsp_getopt(argc, argv, "list", 0, 1, &owner, &json,
+	    "SOURCE")) != 0)
 		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (argc - optind != 1)
-		return wsctl_usage_error("workspace", "list: expected one "
-		    "SOURCE");
 	wsp_trim(argv[optind]);
 	if (wsp_source_open(&s, argv[optind], 0, 0) < 0)
 		goto out;

@@ -113,6 +113,22 @@ int	cmd_keygen(int, char **);
 /* cmd-lock.c */
 struct wslock;
 int	cmd_lock(int, char **);
+/*
+ * The options of every command that talks to wslockd: rows of its
+ * longopts, and where they go. wsctl_lockd_option stores c's value and
+ * returns 1 if c is one of them, else 0; addr and keyfile are the
+ * defaults until then, and point into argv after.
+ */
+#define WSCTL_LOCKD_LONGOPTS						\
+	{ "lockd", required_argument, NULL, 'l' },			\
+	{ "key", required_argument, NULL, 'k' }
+struct wsctl_lockd {
+	const char	*addr;
+	const char	*keyfile;
+	int		 addr_given;	/* --lockd was on the command line */
+};
+void	wsctl_lockd_init(struct wsctl_lockd *lo);
+int	wsctl_lockd_option(int c, struct wsctl_lockd *lo);
 /* Connect to wslockd, telling the user what went wrong; 0 or -errno. */
 int	wsctl_lockd_open(const char *, const char *, const char *,
 	    struct wslock **);

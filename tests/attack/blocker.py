@@ -22,6 +22,16 @@ import threading
 import time
 
 
+def read_through(p):
+    """Read p to its end; an error ends the read, as the attack expects."""
+    try:
+        with open(p, "rb", buffering=0) as f:
+            while f.read(1 << 16):
+                pass
+    except OSError:
+        pass
+
+
 def main():
     mode, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     duration = float(sys.argv[4]) if len(sys.argv) > 4 else 30.0
@@ -45,12 +55,7 @@ def main():
     def reader():
         end = time.monotonic() + duration
         while time.monotonic() < end:
-            try:
-                with open(path, "rb", buffering=0) as f:
-                    while f.read(1 << 16):
-                        pass
-            except OSError:
-                pass
+            read_through(path)
         finished()
 
     def readmany():
@@ -58,12 +63,7 @@ def main():
         with lock:
             i = len(idx)
             idx.append(1)
-        try:
-            with open(f"{path}{i}", "rb", buffering=0) as f:
-                while f.read(1 << 16):
-                    pass
-        except OSError:
-            pass
+        read_through(f"{path}{i}")
         finished()
 
     def ofdlock():

@@ -67,6 +67,13 @@ def data_of(seed, n):
     return random.Random(seed).randbytes(n)
 
 
+def whole(n, data, what):
+    """The answer to a write of data that wrote n bytes."""
+    if n != len(data):
+        return {"err": f"short {what} {n} of {len(data)}"}
+    return {}
+
+
 def errname(e):
     return errno.errorcode.get(e.errno, str(e.errno))
 
@@ -171,6 +178,14 @@ class Worker:
             out += b
         return out
 
+    def on_path(self, path, flags, fn, mode=0o777):
+        """fn(fd) on path opened with flags (and mode), closed after."""
+        fd = os.open(self.p(path), flags, mode)
+        try:
+            return fn(fd)
+        finally:
+            os.close(fd)
+
     # Mutations.
     def do_write(self, s):
         data = data_of(s["seed"], s["len"])
@@ -178,25 +193,15 @@ class Worker:
             fd = self.handle(s["id"], s["path"])[0]
             n = os.pwrite(fd, data, s["off"])
         else:
-            fd = os.open(self.p(s["path"]), os.O_WRONLY)
-            try:
-                n = os.pwrite(fd, data, s["off"])
-            finally:
-                os.close(fd)
-        if n != len(data):
-            return {"err": f"short write {n} of {len(data)}"}
-        return {}
+            n = self.on_path(s["path"], os.O_WRONLY,
+                             lambda fd: os.pwrite(fd, data, s["off"]))
+        return whole(n, data, "write")
 
     def do_append(self, s):
         data = data_of(s["seed"], s["len"])
-        fd = os.open(self.p(s["path"]), os.O_WRONLY | os.O_APPEND)
-        try:
-            n = os.write(fd, data)
-        finally:
-            os.close(fd)
-        if n != len(data):
-            return {"err": f"short append {n} of {len(data)}"}
-        return {}
+        n = self.on_path(s["path"], os.O_WRONLY | os.O_APPEND,
+                         lambda fd: os.write(fd, data))
+        return whole(n, data, "append")
 
     def do_truncate(self, s):
         if s["via"] == "fd":
@@ -206,13 +211,9 @@ class Worker:
         return {}
 
     def do_create(self, s):
-        fd = os.open(self.p(s["path"]), os.O_WRONLY | os.O_CREAT |
-                     os.O_EXCL, s["mode"])
-        try:
-            ino = os.fstat(fd).st_ino
-        finally:
-            os.close(fd)
-        return {"ino": ino}
+        return {"ino": self.on_path(
+            s["path"], os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+            lambda fd: os.fstat(fd).st_ino, s["mode"])}
 
     def do_unlink(self, s):
         os.unlink(self.p(s["path"]))

@@ -16,7 +16,7 @@ SIGKILLed it ends when the kill was done (the process can no longer act),
 and one still open at the end ends at the last line of the log (a clean
 unmount logs a release for everything held).
 
-The checker differs from the one of tests/lockd/test_history.py in where
+The checker differs from the one of tests/lockd/test_lockd_history.py in where
 its intervals come from (log lines and kill times rather than the
 client's affirmations), so it is its own small function here.
 

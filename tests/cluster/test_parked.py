@@ -231,3 +231,66 @@ def test_changes_wait_off_the_workers(cluster_factory):
     os.chmod(os.path.join(d, "chmod0", "f"), 0o600)
     os.mkdir(os.path.join(d, "after"))
     os.close(rfd)
+
+
+def ops_status(c, n):
+    p = c.run(n, [clusterlib.WSCTL, "status", c.mnt(n), "--json"],
+              timeout=30)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)["operations"]
+
+
+def test_parked_errors_and_waits_are_counted(cluster_factory):
+    """A change that waits for its cluster lock is answered from the
+    operations thread, not from the FUSE worker that took it: its EIO
+    counts as an error of its operation in `wsctl status`, and its
+    latency is the whole wait, not the worker's few microseconds
+    (issue 15). One change of each kind that parks: a change of names
+    (mkdir), of attributes (chmod) and a write."""
+    timeout = 3
+    c = cluster_factory(nodes=1, lock_timeout=timeout, lease_ms=LEASE_MS)
+    d = c.path(1, "ws", "counted")
+    os.mkdir(d)
+    for name in ("f", "g"):
+        with open(os.path.join(d, name), "w") as f:
+            f.write("data")
+    wfd = os.open(os.path.join(d, "f"), os.O_WRONLY)
+    # Not the written file: the kernel would queue the chmod behind the
+    # write on the inode's lock, and send it once the service is gone.
+    calls = {"mkdir": lambda: os.mkdir(os.path.join(d, "nd")),
+             "write": lambda: os.pwrite(wfd, b"x", 0),
+             "setattr": lambda: os.chmod(os.path.join(d, "g"), 0o640)}
+    before = ops_status(c, 1)
+    c.cut(1)
+    wait_state(c, 1, ("in jeopardy", "down"), 3 * LEASE_MS / 1000)
+    got = {}
+
+    def run(kind):
+        t0 = time.monotonic()
+        try:
+            calls[kind]()
+            r = "ok"
+        except OSError as e:
+            r = errno.errorcode.get(e.errno, str(e.errno))
+        got[kind] = (r, time.monotonic() - t0)
+
+    # Together, so that each parks before the service counts as gone
+    # (after that a change fails at once, in the worker).
+    threads = [threading.Thread(target=run, args=(k,), daemon=True)
+               for k in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 30)
+    after = ops_status(c, 1)
+    c.heal(1)
+    wait_state(c, 1, ("up",), 30)
+    os.close(wfd)
+    assert all(r == "EIO" and t >= timeout / 2 for r, t in got.values()), got
+    for kind in calls:
+        b = before.get(kind, {"count": 0, "errors": 0})
+        a = after[kind]
+        assert a["errors"] == b["errors"] + 1, (kind, b, a)
+        # p99 is the slowest call's bucket while fewer than 100 were made.
+        assert a["count"] < 100, (kind, a)
+        assert a["p99_us"] >= timeout * 1e6 / 2, (kind, got, a)

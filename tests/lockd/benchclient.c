@@ -190,45 +190,29 @@ resp_reply(struct conn *c, char *line, size_t size)
 	return 0;
 }
 
-static const char release_lua[] =
-    "if redis.call('get',KEYS[1])==ARGV[1] then "
-    "return redis.call('del',KEYS[1]) else return 0 end";
-
+/*
+ * The measured loop of a backend that does not queue (redis, etcd): ask
+ * for the lock until it is ours, then give it back, one round timed.
+ * ask sends one request and returns 1 if it succeeded, 0 if refused (the
+ * lock is another's), -1 on error. Frees c.
+ */
 static void *
-run_redis(void *arg)
+poll_loop(struct worker *w, struct conn *c,
+    int (*ask)(struct conn *, const void *), const void *take,
+    const void *give)
 {
-	struct worker	*w = arg;
-	struct conn	*c = calloc(1, sizeof *c);
-	char		 key[32], val[32], line[256];
-	const char	*set[] = { "SET", key, val, "NX", "PX", "10000" };
-	const char	*del[] = { "EVAL", release_lua, "1", key, val };
-	uint64_t	 t0;
+	uint64_t	t0;
+	int		r;
 
-	if ((c->fd = tcp_connect(addr)) < 0) {
-		w->err = -ECONNREFUSED;
-		pthread_barrier_wait(&barrier);
-		free(c);
-		return NULL;
-	}
-	snprintf(key, sizeof key, contended ? "hot" : "k%d", w->n);
-	snprintf(val, sizeof val, "owner-%d-%d", getpid(), w->n);
-	pthread_barrier_wait(&barrier);
 	while (!stop) {
 		t0 = clock_ns(CLOCK_MONOTONIC);
-		/* Retry at once until SET NX succeeds: no queue, no push. */
-		for (;;) {
-			if (resp_cmd(c, 6, set) < 0 ||
-			    resp_reply(c, line, sizeof line) < 0)
-				goto fail;
-			if (strcmp(line, "+OK") == 0)
-				break;
+		/* Retry at once until it is ours: no queue, no push. */
+		while ((r = ask(c, take)) == 0) {
 			w->retries++;
 			if (stop)
 				goto out;
 		}
-		if (resp_cmd(c, 5, del) < 0 ||
-		    resp_reply(c, line, sizeof line) < 0 ||
-		    strcmp(line, ":1") != 0)
+		if (r < 0 || ask(c, give) != 1)
 			goto fail;
 		record(w, t0);
 	}
@@ -239,6 +223,51 @@ out:
 	close(c->fd);
 	free(c);
 	return NULL;
+}
+
+/* One redis command and the reply that means it succeeded. */
+struct resp_req {
+	int		 argc;
+	const char	**argv;
+	const char	*ok;
+};
+
+static int
+resp_ask(struct conn *c, const void *arg)
+{
+	const struct resp_req	*q = arg;
+	char			 line[256];
+
+	if (resp_cmd(c, q->argc, q->argv) < 0 ||
+	    resp_reply(c, line, sizeof line) < 0)
+		return -1;
+	return strcmp(line, q->ok) == 0;
+}
+
+static const char release_lua[] =
+    "if redis.call('get',KEYS[1])==ARGV[1] then "
+    "return redis.call('del',KEYS[1]) else return 0 end";
+
+static void *
+run_redis(void *arg)
+{
+	struct worker	*w = arg;
+	struct conn	*c = calloc(1, sizeof *c);
+	char		 key[32], val[32];
+	const char	*set[] = { "SET", key, val, "NX", "PX", "10000" };
+	const char	*del[] = { "EVAL", release_lua, "1", key, val };
+	struct resp_req	 take = { 6, set, "+OK" }, give = { 5, del, ":1" };
+
+	if ((c->fd = tcp_connect(addr)) < 0) {
+		w->err = -ECONNREFUSED;
+		pthread_barrier_wait(&barrier);
+		free(c);
+		return NULL;
+	}
+	snprintf(key, sizeof key, contended ? "hot" : "k%d", w->n);
+	snprintf(val, sizeof val, "owner-%d-%d", getpid(), w->n);
+	pthread_barrier_wait(&barrier);
+	return poll_loop(w, c, resp_ask, &take, &give);
 }
 
 /* ---- etcd: JSON gateway over HTTP/1.1 keep-alive ---- */
@@ -279,6 +308,17 @@ http_post(struct conn *c, const char *path, const char *body, char *resp,
 	return 0;
 }
 
+/* One transaction of the JSON gateway: 1 if it succeeded. */
+static int
+etcd_ask(struct conn *c, const void *body)
+{
+	char	resp[8192];
+
+	if (http_post(c, "/v3/kv/txn", body, resp, sizeof resp) < 0)
+		return -1;
+	return strstr(resp, "\"succeeded\":true") != NULL;
+}
+
 static void *
 run_etcd(void *arg)
 {
@@ -287,7 +327,6 @@ run_etcd(void *arg)
 	char		 key[32], k64[64], v64[64], val[32], resp[8192];
 	char		 acq[1024], rel[1024], *p;
 	long long	 lease;
-	uint64_t	 t0;
 
 	if ((c->fd = tcp_connect(addr)) < 0 ||
 	    http_post(c, "/v3/lease/grant", "{\"TTL\": 60}", resp,
@@ -314,30 +353,7 @@ run_etcd(void *arg)
 	    "\"VALUE\",\"result\":\"EQUAL\",\"value\":\"%s\"}],\"success\":"
 	    "[{\"request_delete_range\":{\"key\":\"%s\"}}]}", k64, v64, k64);
 	pthread_barrier_wait(&barrier);
-	while (!stop) {
-		t0 = clock_ns(CLOCK_MONOTONIC);
-		for (;;) {
-			if (http_post(c, "/v3/kv/txn", acq, resp,
-			    sizeof resp) < 0)
-				goto fail;
-			if (strstr(resp, "\"succeeded\":true") != NULL)
-				break;
-			w->retries++;
-			if (stop)
-				goto out;
-		}
-		if (http_post(c, "/v3/kv/txn", rel, resp, sizeof resp) < 0 ||
-		    strstr(resp, "\"succeeded\":true") == NULL)
-			goto fail;
-		record(w, t0);
-	}
-	goto out;
-fail:
-	w->err = -EIO;
-out:
-	close(c->fd);
-	free(c);
-	return NULL;
+	return poll_loop(w, c, etcd_ask, acq, rel);
 }
 
 static int

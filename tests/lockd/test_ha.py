@@ -349,7 +349,7 @@ HISTORY_SECONDS = float(os.environ.get("WSLOCKD_HA_HISTORY_SECONDS", "24"))
 
 
 def test_history_across_failovers(env):
-    """test_history.py's checker over a replicated set: clients take and
+    """test_lockd_history.py's checker over a replicated set: clients take and
     release random locks through the list of both replicas while the
     active replica is killed (and started again as a standby) or paused
     past its etcd lease; no two clients may ever affirm conflicting locks
@@ -368,7 +368,7 @@ def test_history_across_failovers(env):
 def run_history(h):
     import random
     import threading
-    import test_history as th
+    import test_lockd_history as th
 
     class Set:
         tcp = h.addrs()

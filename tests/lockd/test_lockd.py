@@ -115,12 +115,19 @@ def test_hostile_frames_close_only_that_connection(env, kind):
     assert a.held("precious")[1] == 1
 
 
-def test_sigkill_client_freed_after_lease(env):
+def held_and_wanted(env):
+    """A server with one-second leases, client a holding "k" and client
+    b waiting for it: (srv, a, b)."""
     srv = env.server(lease_ms=1000)
     a = env.client(srv)
     b = env.client(srv)
     assert a.lock_wait("a1", "k")[1] == 0
     b.lock("b1", "k", flags="w")
+    return srv, a, b
+
+
+def test_sigkill_client_freed_after_lease(env):
+    srv, a, b = held_and_wanted(env)
     t0 = time.monotonic()
     a.signal(signal.SIGKILL)
     t, st, _ = b.result("b1", timeout=5)
@@ -132,11 +139,7 @@ def test_sigkill_client_freed_after_lease(env):
 
 
 def test_sigstop_client_loses_locks(env):
-    srv = env.server(lease_ms=1000)
-    a = env.client(srv)
-    b = env.client(srv)
-    assert a.lock_wait("a1", "k")[1] == 0
-    b.lock("b1", "k", flags="w")
+    srv, a, b = held_and_wanted(env)
     a.signal(signal.SIGSTOP)
     t, st, _ = b.result("b1", timeout=5)
     assert st == 0

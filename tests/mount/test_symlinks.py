@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import CANARY_OUTSIDE, CANARY_WS2
+from wsfstest import CANARY_OUTSIDE, CANARY_WS2
 
 LIBX = b"LIBX-IN-WS1\n"
 PASSWD = b"WS1-PASSWD-MARKER\n"

@@ -132,35 +132,35 @@ t_derivation(void **state)
 	memset(nc, 2, sizeof nc);
 	memset(ns, 3, sizeof ns);
 	memset(secret, 4, sizeof secret);
-	wsl_session_keys(key, sizeof key, nc, ns, 9, c2s, s2c, pad);
+	auth_session_keys(key, sizeof key, nc, ns, 9, c2s, s2c, pad);
 	assert_memory_not_equal(c2s, s2c, 32);
 	assert_memory_not_equal(c2s, pad, 32);
 	assert_memory_not_equal(s2c, pad, 32);
-	wsl_session_keys(key, sizeof key, nc, ns, 9, x, y, z);
+	auth_session_keys(key, sizeof key, nc, ns, 9, x, y, z);
 	assert_memory_equal(c2s, x, 32);
 	assert_memory_equal(s2c, y, 32);
 	assert_memory_equal(pad, z, 32);
-	wsl_session_keys(key, sizeof key, ns, nc, 9, x, y, z);
+	auth_session_keys(key, sizeof key, ns, nc, 9, x, y, z);
 	assert_memory_not_equal(c2s, x, 32);
-	wsl_session_keys(key, sizeof key, nc, ns, 10, x, y, z);
+	auth_session_keys(key, sizeof key, nc, ns, 10, x, y, z);
 	assert_memory_not_equal(c2s, x, 32);
 	key[0] ^= 1;
-	wsl_session_keys(key, sizeof key, nc, ns, 9, x, y, z);
+	auth_session_keys(key, sizeof key, nc, ns, 9, x, y, z);
 	assert_memory_not_equal(s2c, y, 32);
 	/* Not the AUTH proof either. */
 	key[0] ^= 1;
-	wsl_mac(key, sizeof key, WSL_LABEL_CLIENT, nc, ns, 9, x);
+	auth_mac(key, sizeof key, WSL_LABEL_CLIENT, nc, ns, 9, x);
 	assert_memory_not_equal(c2s, x, 32);
 
-	wsl_resume_proof(secret, nc, 9, p1);
-	wsl_resume_proof(secret, nc, 9, p2);
+	auth_resume_proof(secret, nc, 9, p1);
+	auth_resume_proof(secret, nc, 9, p2);
 	assert_memory_equal(p1, p2, 32);
-	wsl_resume_proof(secret, ns, 9, p2);
+	auth_resume_proof(secret, ns, 9, p2);
 	assert_memory_not_equal(p1, p2, 32);
-	wsl_resume_proof(secret, nc, 8, p2);
+	auth_resume_proof(secret, nc, 8, p2);
 	assert_memory_not_equal(p1, p2, 32);
 	secret[31] ^= 1;
-	wsl_resume_proof(secret, nc, 9, p2);
+	auth_resume_proof(secret, nc, 9, p2);
 	assert_memory_not_equal(p1, p2, 32);
 }
 

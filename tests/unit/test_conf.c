@@ -34,7 +34,7 @@ test_defaults(void **state)
 	struct wsfs_conf	c;
 
 	conf_init(&c);
-	assert_int_equal(c.kind, WS_KIND_SHARED);
+	assert_int_equal(c.kind, CONF_KIND_SHARED);
 	assert_true(c.scratch_ttl_hours == 24);
 	assert_true(c.lock_timeout == 30);
 	assert_int_equal(c.allow_other, 1);
@@ -52,7 +52,7 @@ test_set(void **state)
 
 	conf_init(&c);
 	assert_int_equal(conf_set(&c, "kind", "scratch", err, sizeof err), 0);
-	assert_int_equal(c.kind, WS_KIND_SCRATCH);
+	assert_int_equal(c.kind, CONF_KIND_SCRATCH);
 	assert_int_equal(conf_set(&c, "scratch_ttl_hours", "0.01", err,
 	    sizeof err), 0);
 	assert_true(c.scratch_ttl_hours > 0.0099 && c.scratch_ttl_hours < 0.0101);
@@ -68,7 +68,7 @@ test_set(void **state)
 	assert_int_equal(conf_set(&c, "max_threads", "8", err, sizeof err), 0);
 	assert_int_equal(c.max_threads, 8);
 	assert_int_equal(conf_set(&c, "uring", "off", err, sizeof err), 0);
-	assert_int_equal(c.uring, WS_URING_OFF);
+	assert_int_equal(c.uring, CONF_URING_OFF);
 	conf_free(&c);
 }
 
@@ -121,7 +121,7 @@ test_file(void **state)
 	path = write_tmp("# comment\nkind = scratch\n[wsfs]\n"
 	    "scratch_dir = /srv/scratch\nscratch_ttl_hours = 0.5\n");
 	assert_int_equal(conf_load(&c, path, 0, err, sizeof err), 0);
-	assert_int_equal(c.kind, WS_KIND_SCRATCH);
+	assert_int_equal(c.kind, CONF_KIND_SCRATCH);
 	assert_string_equal(c.scratch_dir, "/srv/scratch");
 	unlink(path);
 	conf_free(&c);

@@ -425,29 +425,29 @@ t_buf_reuse(void **state)
 static void
 t_addr(void **state)
 {
-	struct wsl_addr	a;
+	struct addr	a;
 
-	assert_int_equal(wsl_addr_parse("unix:/run/x.sock", &a), 0);
+	assert_int_equal(addr_parse("unix:/run/x.sock", &a), 0);
 	assert_int_equal(a.family, AF_UNIX);
 	assert_string_equal(a.host, "/run/x.sock");
-	assert_int_equal(wsl_addr_parse("lock1:7421", &a), 0);
+	assert_int_equal(addr_parse("lock1:7421", &a), 0);
 	assert_string_equal(a.host, "lock1");
 	assert_string_equal(a.port, "7421");
-	assert_int_equal(wsl_addr_parse("lock1", &a), 0);
+	assert_int_equal(addr_parse("lock1", &a), 0);
 	assert_string_equal(a.port, "7420");
-	assert_int_equal(wsl_addr_parse("[::1]:99", &a), 0);
+	assert_int_equal(addr_parse("[::1]:99", &a), 0);
 	assert_string_equal(a.host, "::1");
 	assert_string_equal(a.port, "99");
-	assert_int_equal(wsl_addr_parse(":7420", &a), 0);
+	assert_int_equal(addr_parse(":7420", &a), 0);
 	assert_string_equal(a.host, "");
-	assert_int_equal(wsl_addr_parse("h:0", &a), 0);
+	assert_int_equal(addr_parse("h:0", &a), 0);
 	assert_string_equal(a.port, "0");
-	assert_int_equal(wsl_addr_parse("h:65536", &a), -EINVAL);
-	assert_int_equal(wsl_addr_parse("h:", &a), -EINVAL);
-	assert_int_equal(wsl_addr_parse("h:1x", &a), -EINVAL);
-	assert_int_equal(wsl_addr_parse("::1", &a), -EINVAL);
-	assert_int_equal(wsl_addr_parse("[::1", &a), -EINVAL);
-	assert_int_equal(wsl_addr_parse("unix:", &a), -EINVAL);
+	assert_int_equal(addr_parse("h:65536", &a), -EINVAL);
+	assert_int_equal(addr_parse("h:", &a), -EINVAL);
+	assert_int_equal(addr_parse("h:1x", &a), -EINVAL);
+	assert_int_equal(addr_parse("::1", &a), -EINVAL);
+	assert_int_equal(addr_parse("[::1", &a), -EINVAL);
+	assert_int_equal(addr_parse("unix:", &a), -EINVAL);
 }
 
 static void
@@ -460,19 +460,19 @@ t_keyfile(void **state)
 
 	assert_true((fd = mkstemp(path)) >= 0);
 	assert_int_equal(write(fd, "0123456789abcdef0123456789abcde", 31), 31);
-	assert_int_equal(wsl_keyfile_load(path, &key, &len), -EINVAL);
+	assert_int_equal(auth_keyfile_load(path, &key, &len), -EINVAL);
 	assert_int_equal(write(fd, "f", 1), 1);
-	assert_int_equal(wsl_keyfile_load(path, &key, &len), 0);
+	assert_int_equal(auth_keyfile_load(path, &key, &len), 0);
 	assert_int_equal(len, 32);
 	sodium_free(key);
 	assert_int_equal(fchmod(fd, 0640), 0);
-	assert_int_equal(wsl_keyfile_load(path, &key, &len), -EPERM);
+	assert_int_equal(auth_keyfile_load(path, &key, &len), -EPERM);
 	assert_int_equal(fchmod(fd, 0400), 0);
-	assert_int_equal(wsl_keyfile_load(path, &key, &len), 0);
+	assert_int_equal(auth_keyfile_load(path, &key, &len), 0);
 	sodium_free(key);
 	close(fd);
 	unlink(path);
-	assert_int_equal(wsl_keyfile_load(path, &key, &len), -ENOENT);
+	assert_int_equal(auth_keyfile_load(path, &key, &len), -ENOENT);
 }
 
 static void
@@ -481,17 +481,17 @@ t_mac(void **state)
 	uint8_t	key[32] = { 1 }, n1[32] = { 2 }, n2[32] = { 3 };
 	uint8_t	m1[32], m2[32], m3[32], m4[32];
 
-	wsl_mac(key, 32, "client", n1, n2, 5, m1);
-	wsl_mac(key, 32, "server", n1, n2, 5, m2);
-	wsl_mac(key, 32, "client", n2, n1, 5, m3);
-	wsl_mac(key, 32, "client", n1, n2, 6, m4);
+	auth_mac(key, 32, "client", n1, n2, 5, m1);
+	auth_mac(key, 32, "server", n1, n2, 5, m2);
+	auth_mac(key, 32, "client", n2, n1, 5, m3);
+	auth_mac(key, 32, "client", n1, n2, 6, m4);
 	assert_memory_not_equal(m1, m2, 32);
 	assert_memory_not_equal(m1, m3, 32);
 	assert_memory_not_equal(m1, m4, 32);
-	wsl_mac(key, 32, "client", n1, n2, 5, m2);
+	auth_mac(key, 32, "client", n1, n2, 5, m2);
 	assert_memory_equal(m1, m2, 32);
 	key[31] ^= 1;
-	wsl_mac(key, 32, "client", n1, n2, 5, m2);
+	auth_mac(key, 32, "client", n1, n2, 5, m2);
 	assert_memory_not_equal(m1, m2, 32);
 }
 

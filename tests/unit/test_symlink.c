@@ -14,62 +14,93 @@
 
 struct wsfs wsfs;
 
+/*
+ * The rule's table: (stored target, depth of the link's directory below
+ * the workspace root, what readlink answers), in groups by the case of
+ * DESIGN.md rule 2 they test.
+ */
+static const struct rewrite_case {
+	const char	*group;
+	const char	*target;
+	unsigned int	 depth;
+	const char	*want;
+} cases[] = {
+	/* An absolute target means "from the workspace root". */
+	{ "absolute", "/lib/x", 0, "lib/x" },
+	{ "absolute", "/lib/x", 1, "../lib/x" },
+	{ "absolute", "/lib/x", 3, "../../../lib/x" },
+	{ "absolute", "/", 0, "." },
+	{ "absolute", "/", 2, "../.." },
+	{ "absolute", "/a/./b//c/", 1, "../a/b/c/" },
+	{ "absolute", "/../../etc/passwd", 2, "../../etc/passwd" },
+	{ "absolute", "/a/b/../c", 0, "a/c" },
+	/* Leading ".." within the root, then names: kept as stored. */
+	{ "plain", "../lib/libx.so", 1, "../lib/libx.so" },
+	{ "plain", "../../a", 2, "../../a" },
+	{ "plain", "node_modules/.bin", 0, "node_modules/.bin" },
+	{ "plain", "x", 5, "x" },
+	{ "plain", "..", 1, ".." },
+	{ "plain", ".hidden/..x", 0, ".hidden/..x" },
+	/* Climbing above the root stops at the root. */
+	{ "climbing", "../../../../etc/passwd", 1, "../etc/passwd" },
+	{ "climbing", "../../../../etc/passwd", 0, "etc/passwd" },
+	{ "climbing", "..", 0, "." },
+	{ "climbing", "../..", 1, ".." },
+	{ "climbing", "../../", 1, "../" },
+	/* ".." after a name: resolved inside the root. */
+	{ "dotdot", "a/../../x", 1, "../x" },
+	{ "dotdot", "a/../../x", 0, "x" },
+	{ "dotdot", "a/../b", 2, "b" },
+	{ "dotdot", "a/b/../../..", 3, ".." },
+	{ "dotdot", "x/../../../y", 2, "../../y" },
+	{ "dotdot", "./a", 1, "a" },
+	{ "dotdot", "a//b", 0, "a/b" },
+	{ "dotdot", "a/.", 0, "a" },
+};
+
+/* Every row of the group, which must have some. */
 static void
-check(const char *target, unsigned int depth, const char *want)
+check_group(const char *group)
 {
 	char	out[PATH_MAX];
+	size_t	i, n = 0;
 
-	assert_int_equal(symlink_rewrite(target, depth, out, sizeof out), 0);
-	if (strcmp(out, want) != 0)
-		fail_msg("'%s' at depth %u: got '%s', want '%s'", target, depth,
-		    out, want);
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		if (strcmp(cases[i].group, group) != 0)
+			continue;
+		n++;
+		assert_int_equal(symlink_rewrite(cases[i].target,
+		    cases[i].depth, out, sizeof out), 0);
+		if (strcmp(out, cases[i].want) != 0)
+			fail_msg("'%s' at depth %u: got '%s', want '%s'",
+			    cases[i].target, cases[i].depth, out,
+			    cases[i].want);
+	}
+	assert_true(n > 0);
 }
 
 static void
 test_absolute(void **state)
 {
-	check("/lib/x", 0, "lib/x");
-	check("/lib/x", 1, "../lib/x");
-	check("/lib/x", 3, "../../../lib/x");
-	check("/", 0, ".");
-	check("/", 2, "../..");
-	check("/a/./b//c/", 1, "../a/b/c/");
-	check("/../../etc/passwd", 2, "../../etc/passwd");
-	check("/a/b/../c", 0, "a/c");
+	check_group("absolute");
 }
 
 static void
 test_plain_kept(void **state)
 {
-	check("../lib/libx.so", 1, "../lib/libx.so");
-	check("../../a", 2, "../../a");
-	check("node_modules/.bin", 0, "node_modules/.bin");
-	check("x", 5, "x");
-	check("..", 1, "..");
-	check(".hidden/..x", 0, ".hidden/..x");
+	check_group("plain");
 }
 
 static void
 test_climbing_clamped(void **state)
 {
-	check("../../../../etc/passwd", 1, "../etc/passwd");
-	check("../../../../etc/passwd", 0, "etc/passwd");
-	check("..", 0, ".");
-	check("../..", 1, "..");
-	check("../../", 1, "../");
+	check_group("climbing");
 }
 
 static void
 test_dotdot_after_name(void **state)
 {
-	check("a/../../x", 1, "../x");
-	check("a/../../x", 0, "x");
-	check("a/../b", 2, "b");
-	check("a/b/../../..", 3, "..");
-	check("x/../../../y", 2, "../../y");
-	check("./a", 1, "a");
-	check("a//b", 0, "a/b");
-	check("a/.", 0, "a");
+	check_group("dotdot");
 }
 
 static void
