@@ -433,6 +433,38 @@ def test_node_cut_from_storage(cluster_factory, lock_log, lock_link,
     assert not bad, "\n".join(bad[:20])
 
 
+def test_link_back_to_a_name_renamed_over(cluster_factory):
+    """A file linked back to a name that a rename took from it: node1
+    links f to g, node2 renames h over g (f keeps its other name), node3
+    removes g, node1 links f to g again. POSIX allows it; GlusterFS's
+    bricks refuse it with EEXIST while they keep a gfid2path xattr per
+    name of a file (a rename over a file with other links leaves the old
+    name's), so the volume runs without them (storage.gfid2path off;
+    README, "Storage under a shared mount"). The coherence checker met
+    this as seed 202480, turn 25. On the session's volume."""
+    c = cluster_factory(storage="gluster", lock_timeout=10, lease_ms=4000)
+    d = ("ws", "d")
+    os.mkdir(c.path(1, *d))
+    with open(c.path(1, *d, "f"), "w") as f:
+        f.write("f\n")
+    os.link(c.path(1, *d, "f"), c.path(1, *d, "g"))
+    with open(c.path(2, *d, "h"), "w") as f:
+        f.write("h\n")
+    os.rename(c.path(2, *d, "h"), c.path(2, *d, "g"))
+    assert os.stat(c.path(2, *d, "f")).st_nlink == 1
+    os.unlink(c.path(3, *d, "g"))
+    os.link(c.path(1, *d, "f"), c.path(1, *d, "g"))
+    for n in (1, 2, 3):
+        st = os.stat(c.path(n, *d, "g"))
+        assert st.st_ino == os.stat(c.path(n, *d, "f")).st_ino, n
+        assert st.st_nlink == 2, (n, st.st_nlink)
+        with open(c.path(n, *d, "g")) as f:
+            assert f.read() == "f\n", n
+    for b in (1, 2, 3):
+        assert os.stat(c.brick(b, *d, "g")).st_ino == \
+            os.stat(c.brick(b, *d, "f")).st_ino, b
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] != "append":
         sys.exit("usage: test_storage.py append PATH NODE")
