@@ -30,6 +30,7 @@ SIGTERM.
 import errno
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -527,25 +528,29 @@ def test_files_removed_behind_a_nodes_back(cluster_factory):
         os.stat(os.path.join(d, name))
     p = c.popen(1, [clusterlib.PYTHON, "-c", BEHIND_PROBE, d],
                 stdin=subprocess.PIPE)
+
+    def line(go=True):
+        """The probe's next line (after telling it to go on)."""
+        if go:
+            p.stdin.write("\n")
+            p.stdin.flush()
+        # Only catches a hang: every operation answers at once.
+        assert select.select([p.stdout], [], [], 60)[0], "node1 hangs"
+        out = p.stdout.readline()
+        assert out, p.stderr.read()
+        return out
+
     try:
-        assert p.stdout.readline() == "opened\n", p.stderr.read()
+        assert line(go=False) == "opened\n"
         for name in ("gone", "kept", "replaced"):
             os.unlink(c.src("ws", "d", name))
         with open(c.src("ws", "d", "replaced"), "w") as f:
             f.write("new replaced\n")
-        p.stdin.write("\n")
-        p.stdin.flush()
-        line = p.stdout.readline()
-        assert line, p.stderr.read()
-        first = json.loads(line)
+        first = json.loads(line())
         print(f"removed behind node1's back: {first}")
         with open(c.path(2, "ws", "d", "other"), "w") as f:
             f.write("node2\n")
-        p.stdin.write("\n")
-        p.stdin.flush()
-        line = p.stdout.readline()
-        assert line, p.stderr.read()
-        res = json.loads(line)
+        res = json.loads(line())
         assert p.wait(timeout=60) == 0, p.stderr.read()
     finally:
         if p.poll() is None:
