@@ -61,6 +61,8 @@ scripts/cluster kill/start, SIGKILL of the daemon and a lazy unmount):
     decides the state of a killed node's turn one lease after the kill,
     and counts the turns whose backing store changed meanwhile
     ("landed_after_kill"; README, "Storage under a shared mount").
+    A violation on GlusterFS also says, for each path it names, what
+    each brick, the admin's client and each node's client have there.
 
 Mappings. test_coherence and test_coherence_faults read a long-lived
 mapping only after a stat of its file in the same turn: that is what wsfs
