@@ -61,6 +61,8 @@ scripts/cluster kill/start, SIGKILL of the daemon and a lazy unmount):
     decides the state of a killed node's turn one lease after the kill,
     and counts the turns whose backing store changed meanwhile
     ("landed_after_kill"; README, "Storage under a shared mount").
+    A violation on GlusterFS also says, for each path it names, what
+    each brick, the admin's client and each node's client have there.
 
 Mappings. test_coherence and test_coherence_faults read a long-lived
 mapping only after a stat of its file in the same turn: that is what wsfs
@@ -107,6 +109,7 @@ import json
 import os
 import queue
 import random
+import re
 import stat
 import subprocess
 import sys
@@ -775,6 +778,7 @@ class Run:
             self.stats["violations"] += len(lines)
         if note:
             lines = lines + [note]
+        lines = lines + self.storage_report(lines)
         if self.keep_going and not fatal:
             self.found.append((self.k, lines))
             print(f"coherence: turn {self.k}: " + "\n  ".join(lines))
@@ -789,6 +793,45 @@ class Run:
             + "\n".join("  " + x for x in lines[:40])
             + f"\nthe last turns' changes (the last is this turn's):\n"
             f"{hist}\nfigures: {self.stats}")
+
+    def storage_report(self, lines):
+        """On GlusterFS, where the paths a violation names are, right
+        after it: on each brick, through the admin's client and through
+        each node's own client (not through wsfs). A name a node's client
+        shows that no brick has is that client's cache; one a brick has
+        that the model lacks was written there; one nowhere below wsfs is
+        wsfs's."""
+        c = self.c
+        if c.storage != "gluster" or not lines:
+            return []
+        paths = sorted(set(re.findall(r"(?<![\w/])t(?:/[\w.]+)*",
+                                      "\n".join(lines))))
+        places = [(f"brick{b}", c.brick(b, "ws")) for b in (1, 2, 3)]
+        places.append(("admin", c.src("ws")))
+        for n in range(1, NODES + 1):
+            g = os.path.join(c.dir, "storage", "mnt", f"node{n}")
+            if c.shared is not None:
+                g = os.path.join(g, c.name)
+            places.append((f"node{n}-client", os.path.join(g, "ws")))
+        out = ["below wsfs right after (type inode nlink size, or -):"]
+        for p in paths[:8]:
+            seen = []
+            for name, root in places:
+                try:
+                    r = subprocess.run(
+                        ["stat", "-c", "%F %i %h %s",
+                         os.path.join(root, p)], capture_output=True,
+                        text=True, timeout=5)
+                    v = r.stdout.strip() if r.returncode == 0 else "-"
+                except subprocess.TimeoutExpired:
+                    v = "(hangs)"
+                for long, short in (("regular empty file", "f"),
+                                    ("regular file", "f"),
+                                    ("directory", "d")):
+                    v = v.replace(long, short)
+                seen.append(f"{name} {v}")
+            out.append(f"  {p}: " + "; ".join(seen))
+        return out
 
     def go(self, n):
         w = self.workers[n]

@@ -28,8 +28,11 @@ succeeded and "err SEQ ERRNO" when the write or the fsync failed, until
 SIGTERM.
 """
 import errno
+import json
 import os
+import select
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -431,6 +434,142 @@ def test_node_cut_from_storage(cluster_factory, lock_log, lock_link,
           f"{len(outlived)} writes outlived their lock {outlived[:3]}, "
           f"{len(bad)} conflicts in the lock history")
     assert not bad, "\n".join(bad[:20])
+
+
+def test_link_back_to_a_name_renamed_over(cluster_factory):
+    """A file linked back to a name that a rename took from it: node1
+    links f to g, node2 renames h over g (f keeps its other name), node3
+    removes g, node1 links f to g again. POSIX allows it; GlusterFS's
+    bricks refuse it with EEXIST while they keep a gfid2path xattr per
+    name of a file (a rename over a file with other links leaves the old
+    name's), so the volume runs without them (storage.gfid2path off;
+    README, "Storage under a shared mount"). The coherence checker met
+    this as seed 202480, turn 25. On the session's volume."""
+    c = cluster_factory(storage="gluster", lock_timeout=10, lease_ms=4000)
+    d = ("ws", "d")
+    os.mkdir(c.path(1, *d))
+    with open(c.path(1, *d, "f"), "w") as f:
+        f.write("f\n")
+    os.link(c.path(1, *d, "f"), c.path(1, *d, "g"))
+    with open(c.path(2, *d, "h"), "w") as f:
+        f.write("h\n")
+    os.rename(c.path(2, *d, "h"), c.path(2, *d, "g"))
+    assert os.stat(c.path(2, *d, "f")).st_nlink == 1
+    os.unlink(c.path(3, *d, "g"))
+    os.link(c.path(1, *d, "f"), c.path(1, *d, "g"))
+    for n in (1, 2, 3):
+        st = os.stat(c.path(n, *d, "g"))
+        assert st.st_ino == os.stat(c.path(n, *d, "f")).st_ino, n
+        assert st.st_nlink == 2, (n, st.st_nlink)
+        with open(c.path(n, *d, "g")) as f:
+            assert f.read() == "f\n", n
+    for b in (1, 2, 3):
+        assert os.stat(c.brick(b, *d, "g")).st_ino == \
+            os.stat(c.brick(b, *d, "f")).st_ino, b
+
+
+# Run on node1 by test_files_removed_behind_a_nodes_back: every
+# operation's result, "ok ..." or the errno's name, one JSON line.
+BEHIND_PROBE = """
+import errno, json, os, sys
+d, fd = sys.argv[1], None
+out = {}
+def do(k, f):
+    try:
+        out[k] = "ok " + str(f())
+    except OSError as e:
+        out[k] = errno.errorcode.get(e.errno, str(e.errno))
+def read_new(p):
+    with open(p) as f:
+        return f.read().strip()
+fd = os.open(os.path.join(d, "kept"), os.O_RDWR)
+print("opened", flush=True)
+sys.stdin.readline()        # the files are removed meanwhile
+do("stat gone", lambda: os.stat(os.path.join(d, "gone")).st_size)
+do("open gone", lambda: os.close(os.open(os.path.join(d, "gone"),
+                                          os.O_RDONLY)))
+do("listdir", lambda: sorted(os.listdir(d)))
+do("stat kept", lambda: os.stat(os.path.join(d, "kept")).st_size)
+do("fstat kept", lambda: os.fstat(fd).st_size)
+do("pread kept", lambda: os.pread(fd, 100, 0))
+do("pwrite kept", lambda: os.pwrite(fd, b"more", 0))
+do("fsync kept", lambda: os.fsync(fd))
+do("close kept", lambda: os.close(fd))
+do("unlink kept", lambda: os.unlink(os.path.join(d, "kept")))
+do("rename gone", lambda: os.rename(os.path.join(d, "gone"),
+                                    os.path.join(d, "x")))
+print(json.dumps(out), flush=True)
+sys.stdin.readline()        # node2 has changed the directory meanwhile
+out = {}
+do("stat gone", lambda: os.stat(os.path.join(d, "gone")).st_size)
+do("open gone", lambda: os.close(os.open(os.path.join(d, "gone"),
+                                          os.O_RDONLY)))
+do("stat kept", lambda: os.stat(os.path.join(d, "kept")).st_size)
+do("read replaced", lambda: read_new(os.path.join(d, "replaced")))
+do("listdir", lambda: sorted(os.listdir(d)))
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_files_removed_behind_a_nodes_back(cluster_factory):
+    """Files node1 knows (one open, one only looked up) removed, and one
+    replaced, through the admin's GlusterFS client, not through wsfs: on
+    node1 every operation on them answers (at once, no hang) with a
+    result or ENOENT/ESTALE, node1's wsfs lives on, and once node2 has
+    changed the directory under its lock node1 reads the replacement."""
+    import clusterlib
+    c = cluster_factory(storage="gluster", lock_timeout=10, lease_ms=4000)
+    d = c.path(1, "ws", "d")
+    os.mkdir(d)
+    for name in ("gone", "kept", "replaced"):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(f"old {name}\n")
+    for name in ("gone", "kept", "replaced"):
+        os.stat(os.path.join(d, name))
+    p = c.popen(1, [clusterlib.PYTHON, "-c", BEHIND_PROBE, d],
+                stdin=subprocess.PIPE)
+
+    def line(go=True):
+        """The probe's next line (after telling it to go on)."""
+        if go:
+            p.stdin.write("\n")
+            p.stdin.flush()
+        # Only catches a hang: every operation answers at once.
+        assert select.select([p.stdout], [], [], 60)[0], "node1 hangs"
+        out = p.stdout.readline()
+        assert out, p.stderr.read()
+        return out
+
+    try:
+        assert line(go=False) == "opened\n"
+        for name in ("gone", "kept", "replaced"):
+            os.unlink(c.src("ws", "d", name))
+        with open(c.src("ws", "d", "replaced"), "w") as f:
+            f.write("new replaced\n")
+        first = json.loads(line())
+        print(f"removed behind node1's back: {first}")
+        with open(c.path(2, "ws", "d", "other"), "w") as f:
+            f.write("node2\n")
+        res = json.loads(line())
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    # Behind the back of a node that may hold the directory's lock (and
+    # cache under it): what it cached, or the object is gone.
+    gone = ("ENOENT", "ESTALE")
+    for k, r in first.items():
+        assert r.startswith("ok") or r in gone, (k, r)
+    # Once another node changed the directory, node1 asks the storage.
+    assert res["stat gone"] in gone and res["open gone"] in gone and \
+        res["stat kept"] in gone, res
+    assert res["read replaced"] == "ok new replaced", res
+    assert res["listdir"] == "ok ['other', 'replaced']", res
+    # node1's wsfs lives on and serves the directory.
+    with open(c.path(1, "ws", "d", "other")) as f:
+        assert f.read() == "node2\n"
+    assert sorted(os.listdir(c.path(1, "ws", "d"))) == ["other",
+                                                         "replaced"]
 
 
 if __name__ == "__main__":
