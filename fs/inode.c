@@ -32,6 +32,7 @@ static struct {
 	unsigned long		 max_fds;
 	int			 mount_fd;	/* for open_by_handle_at */
 	int			 handles_warned;
+	int			 lazy_handles;	/* set before any lookup */
 	int			*closing;	/* fds to close after unlock */
 	size_t			 nclosing, closing_cap;
 	struct inode		 root;
@@ -369,22 +370,66 @@ inode_stats(unsigned long *inodes, unsigned long *fds)
 	itab_unlock();
 }
 
+/*
+ * Whether an inode's file handle is taken only when its fd is evicted. On
+ * a local filesystem an inode number is not reused while an fd holds the
+ * inode, so while the fd is open the handle tells nothing the number does
+ * not, and most inodes are forgotten before they are ever evicted: the
+ * name_to_handle_at of every lookup and create is saved. Network
+ * filesystems reuse numbers under us, and the cluster locks copy handles
+ * at any time (glock.c): there every inode gets its handle at once. Set
+ * once by main, before the first lookup.
+ */
+void
+inode_lazy_handles(int on)
+{
+	itab.lazy_handles = on;
+}
+
+static int
+inode_handles_lazy(void)
+{
+	return itab.lazy_handles;
+}
+
 static int
 inode_evictable(struct inode *in)
 {
-	return !in->pinned && in->fh != NULL;
+	return !in->pinned && (in->fh != NULL || inode_handles_lazy());
 }
 
-/* Close the least recently used idle fds until under the limit. */
+static struct file_handle	*inode_handle(int);
+
+/*
+ * Close the least recently used idle fds until under the limit. A lazy
+ * inode takes its handle now, from the fd, under the lock: encoding a
+ * handle reads only the in-memory inode, it never waits for the disk.
+ */
 static void
 inode_evict_locked(void)
 {
-	struct inode	*in;
+	struct inode		*in;
+	struct file_handle	*fh;
 
 	while (itab.nfds > itab.max_fds && !TAILQ_EMPTY(&itab.lru)) {
 		in = TAILQ_LAST(&itab.lru, inode_lru);
 		TAILQ_REMOVE(&itab.lru, in, lru);
 		in->in_lru = 0;
+		if (in->fh == NULL) {
+			if ((fh = inode_handle(in->fd)) == NULL) {
+				/* No way to reopen it: it keeps its fd. */
+				in->pinned = 1;
+				if (!itab.handles_warned) {
+					itab.handles_warned = 1;
+					log_warn("%s: no file handles (%s); "
+					    "every inode keeps an open fd",
+					    wsfs.source, strerror(errno));
+				}
+				continue;
+			}
+			/* inode_open reads it without the lock. */
+			__atomic_store_n(&in->fh, fh, __ATOMIC_RELEASE);
+		}
 		inode_close_later(in->fd);
 		in->fd = -1;
 		itab.nfds--;
@@ -562,13 +607,14 @@ inode_openat_beneath(int dirfd, const char *name, int flags, mode_t mode)
 int
 inode_open(struct inode *in, int flags)
 {
-	char	path[64];
-	int	fd, r;
+	struct file_handle	*fh;
+	char			 path[64];
+	int			 fd, r;
 
 	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC);
 	flags |= O_CLOEXEC | O_NOFOLLOW;
-	if (in->fh != NULL) {
-		fd = open_by_handle_at(itab.mount_fd, in->fh, flags);
+	if ((fh = __atomic_load_n(&in->fh, __ATOMIC_ACQUIRE)) != NULL) {
+		fd = open_by_handle_at(itab.mount_fd, fh, flags);
 		if (fd == -1)
 			return errno == ESTALE ? -ENOENT : -errno;
 		return fd;
@@ -798,8 +844,9 @@ inode_adopt(struct inode *parent, const char *name, int fd,
     struct fuse_entry_param *e)
 {
 	struct inode		 key, *in, *neu, **slot;
-	struct file_handle	*fh;
+	struct file_handle	*fh = NULL;
 	struct stat		 st;
+	int			 lazy = inode_handles_lazy();
 
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
 		close(fd);
@@ -812,15 +859,26 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 	}
 	inode_key(&key, parent, &st);
 	/* The handle tells this inode from an older one of the same number. */
-	if ((fh = inode_handle(fd)) == NULL && !itab.handles_warned) {
+	if (!lazy && (fh = inode_handle(fd)) == NULL && !itab.handles_warned) {
 		itab.handles_warned = 1;
 		log_warn("%s: no file handles (%s); every inode keeps an open fd",
 		    wsfs.source, strerror(errno));
 	}
 
 	pthread_mutex_lock(&itab.lock);
-	if ((slot = tfind(&key, &itab.tree, inode_cmp)) != NULL &&
-	    !inode_handle_eq((*slot)->fh, fh)) {
+	slot = tfind(&key, &itab.tree, inode_cmp);
+	/*
+	 * Lazy handles: an inode of the table whose fd is open is the one fd
+	 * leads to (its number is not reused while it lives); one whose fd
+	 * was evicted has its handle, and fd's tells them apart.
+	 */
+	if (lazy && slot != NULL && (*slot)->fd < 0) {
+		itab_unlock();
+		fh = inode_handle(fd);
+		pthread_mutex_lock(&itab.lock);
+		slot = tfind(&key, &itab.tree, inode_cmp);
+	}
+	if (slot != NULL && !inode_handle_eq((*slot)->fh, fh)) {
 		/*
 		 * The number came back for another inode while the kernel
 		 * still holds the old one: that one stays for the kernel
@@ -858,7 +916,7 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 		}
 		if (neu->parent != NULL)
 			neu->parent->refs++;
-		if (neu->fh == NULL)
+		if (neu->fh == NULL && !lazy)
 			neu->pinned = 1;
 	}
 	in = *slot;

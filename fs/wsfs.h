@@ -41,7 +41,12 @@ struct inode {
 	 * workspace roots. For symlinks it is also part of the key.
 	 */
 	struct inode		*parent;	/* table lock */
-	struct file_handle	*fh;		/* const: NULL if fs has none */
+	/*
+	 * NULL if the fs has none. Const once set; lazy handles (inode.c)
+	 * are set under the table lock when the fd is evicted, and read
+	 * without it only atomically.
+	 */
+	struct file_handle	*fh;
 	uint64_t		 generation;	/* const: unique per inode */
 
 	/* All below: guarded by the table lock. */
@@ -334,6 +339,7 @@ void		 handle_files_foreach(void (*fn)(struct inode *, int,
 void		 handle_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 /* inode.c */
 void		 inode_table_init(int source_fd, int max_fds);
+void		 inode_lazy_handles(int on);
 /*
  * Call fn(in) as each inode is freed, with the table locked: its node id
  * must not be used again (glock.c registers it). Before the loop starts.

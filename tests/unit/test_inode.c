@@ -294,6 +294,66 @@ test_number_reused(void **state)
 }
 
 /*
+ * Lazy handles (one node, local filesystem): an inode takes its handle
+ * only when its fd is evicted, and that handle still tells it from a new
+ * inode that got its number back once it was gone.
+ */
+static void
+test_lazy_handles(void **state)
+{
+	struct inode	*ws, *old, *neu, *f, *pad[6];
+	struct stat	 st;
+	char		 p[256], q[256];
+	ino_t		 ino;
+	int		 i, fd, reused = 0;
+
+	inode_lazy_handles(1);
+	test_eviction_and_reopen(state);
+	ws = look(inode_root(), "ws", 0);
+	f = look(ws, "f", 0);
+	/* Looked up, never evicted: no handle taken. */
+	assert_true(f->fd >= 0);
+	assert_null(f->fh);
+	inode_forget(f, 1);
+
+	mk("ws/lazy-gone", S_IFREG | 0644);
+	old = look(ws, "lazy-gone", 0);
+	ino = old->ino;
+	snprintf(p, sizeof p, "%s/ws/lazy-gone", base);
+	assert_int_equal(unlink(p), 0);
+	/* Push its fd out: it takes the handle of the unlinked inode. */
+	for (i = 0; i < 6; i++) {
+		snprintf(q, sizeof q, "ws/lazy-pad%d", i);
+		mk(q, S_IFREG | 0644);
+		pad[i] = look(ws, q + 3, 0);
+	}
+	assert_true(old->fd < 0);
+	assert_non_null(old->fh);
+	inode_closes_wait();
+	for (i = 0; i < 200 && !reused; i++) {
+		snprintf(q, sizeof q, "%s/ws/lazy-new%d", base, i);
+		assert_true((fd = open(q, O_CREAT | O_WRONLY, 0644)) >= 0);
+		assert_int_equal(fstat(fd, &st), 0);
+		close(fd);
+		reused = st.st_ino == ino;
+	}
+	if (reused) {
+		neu = look(ws, strrchr(q, '/') + 1, 0);
+		assert_ptr_not_equal(neu, old);
+		assert_int_equal(inode_open(old, O_RDONLY), -ENOENT);
+		assert_true((fd = inode_open(neu, O_RDONLY)) >= 0);
+		close(fd);
+		inode_forget(neu, 1);
+	} else
+		print_message("note: no inode number came back\n");
+	for (i = 0; i < 6; i++)
+		inode_forget(pad[i], 1);
+	inode_forget(old, 1);
+	inode_forget(ws, 1);
+	inode_lazy_handles(0);
+}
+
+/*
  * One symlink inode with two names in one directory is one FUSE inode;
  * renaming one name elsewhere through the mount leaves the inode with no
  * single depth: readlink says ESTALE (the kernel then looks both names up
@@ -422,6 +482,7 @@ UNIT_MAIN(1, setup, teardown,
     cmocka_unit_test(test_eviction_and_reopen),
     cmocka_unit_test(test_symlink_per_directory_and_depth),
     cmocka_unit_test(test_number_reused),
+    cmocka_unit_test(test_lazy_handles),
     cmocka_unit_test(test_hardlinked_symlink_renamed),
     cmocka_unit_test(test_rename_moves_the_kernels_inode),
     cmocka_unit_test(test_node_id_and_generation_unique))
