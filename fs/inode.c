@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <linux/openat2.h>
 #include <search.h>
@@ -1012,8 +1013,60 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	return 1;
 }
 
+/*
+ * Whether the table may know what a directory listing names: an inode of
+ * that number and type in parent's workspace (and, for directories and
+ * symlinks, seen in parent). Only a hint that saves the fstatat of a
+ * known-name lookup for names the table cannot know; the walk's
+ * inode_adopt finds the inode all the same if the hint was stale.
+ */
+static int
+inode_maybe_known(struct inode *parent, ino_t ino, unsigned char dtype)
+{
+	struct inode	 key;
+	int		 found;
+
+	memset(&key, 0, sizeof key);
+	key.dev = parent->dev;
+	key.ino = ino;
+	key.type = DTTOIF(dtype);
+	key.ws = parent->ws;
+	key.parent = S_ISDIR(key.type) || S_ISLNK(key.type) ? parent : NULL;
+	pthread_mutex_lock(&itab.lock);
+	found = tfind(&key, &itab.tree, inode_cmp) != NULL;
+	itab_unlock();
+	return found;
+}
+
+static int	inode_lookup_walk(struct inode *, const char *, int,
+		    struct fuse_entry_param *);
+
 int
 inode_lookup(struct inode *parent, const char *name,
+    struct fuse_entry_param *e)
+{
+	return inode_lookup_walk(parent, name, 1, e);
+}
+
+/*
+ * A lookup of a name a listing of parent returned as (ino, dtype), for
+ * readdirplus: a name whose number the table does not hold goes straight
+ * to the walk, without first asking whether it is a known one.
+ */
+int
+inode_lookup_listed(struct inode *parent, const char *name, ino_t ino,
+    unsigned char dtype, struct fuse_entry_param *e)
+{
+	int	known = 1;
+
+	if (parent != &itab.root && dtype != DT_UNKNOWN &&
+	    strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+		known = inode_maybe_known(parent, ino, dtype);
+	return inode_lookup_walk(parent, name, known, e);
+}
+
+static int
+inode_lookup_walk(struct inode *parent, const char *name, int maybe_known,
     struct fuse_entry_param *e)
 {
 	struct inode	*self;
@@ -1048,7 +1101,8 @@ inode_lookup(struct inode *parent, const char *name,
 	}
 	if ((pfd = inode_fd_get(parent)) < 0)
 		return pfd;
-	if ((r = inode_lookup_known(parent, pfd, name, e)) != 0) {
+	if (maybe_known &&
+	    (r = inode_lookup_known(parent, pfd, name, e)) != 0) {
 		inode_fd_put(parent);
 		return r < 0 ? r : 0;
 	}

@@ -1256,7 +1256,8 @@ ws_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 				break;
 		} else {
 			if (!dot) {
-				r = inode_lookup(dir, de->d_name, &e);
+				r = inode_lookup_listed(dir, de->d_name,
+				    de->d_ino, de->d_type, &e);
 				if (r == -ENOENT) {
 					r = 0;
 					goto skip;

@@ -349,6 +349,8 @@ struct inode	*inode_root(void);
 struct inode	*inode_from_ino(fuse_ino_t ino);
 int		 inode_lookup(struct inode *parent, const char *name,
 		     struct fuse_entry_param *e);
+int		 inode_lookup_listed(struct inode *parent, const char *name,
+		     ino_t ino, unsigned char dtype, struct fuse_entry_param *e);
 int		 inode_adopt(struct inode *parent, const char *name, int fd,
 		     struct fuse_entry_param *e);
 int		 inode_from_new_fd(struct inode *parent, const char *name,
