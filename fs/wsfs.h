@@ -292,10 +292,12 @@ int		 perm_open_existing(fuse_req_t req, int pfd, const char *name,
  * the kernel does on a local filesystem. perm_write_kills_priv tells at
  * open whether the writes of an open file need it from the daemon: those
  * the kernel passes on whole (direct I/O), and a setgid file without group
- * execute, whose bit the kernel's own clearing misses.
+ * execute, whose bit the kernel's own clearing misses. known is fd's
+ * stat if the caller has one as fresh as an fstat now, else NULL.
  */
 void		 perm_write_kill_priv(fuse_req_t req, int fd);
-int		 perm_write_kills_priv(int fd, int flags, int direct);
+int		 perm_write_kills_priv(int fd, const struct stat *known,
+		     int flags, int direct);
 /*
  * Give a file just made as fd in pfd (the daemon's) to the caller, with
  * mode, as a local filesystem would. 0 or -errno.
