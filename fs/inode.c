@@ -839,10 +839,11 @@ inode_entry(struct inode *in, const struct stat *st,
 /*
  * Enter the inode open as fd (O_PATH, owned by this call) into the table as
  * a child of parent, take one kernel reference and fill e for the reply.
+ * *fresh (if not NULL) says whether the inode was new to the table.
  */
-int
-inode_adopt(struct inode *parent, const char *name, int fd,
-    struct fuse_entry_param *e)
+static int
+inode_adopt_in(struct inode *parent, const char *name, int fd,
+    struct fuse_entry_param *e, int *fresh)
 {
 	struct inode		 key, *in, *neu, **slot;
 	struct file_handle	*fh = NULL;
@@ -890,6 +891,8 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 		in->detached = 1;
 		slot = NULL;
 	}
+	if (fresh != NULL)
+		*fresh = slot == NULL;
 	if (slot == NULL) {
 		if ((neu = calloc(1, sizeof *neu)) != NULL) {
 			*neu = key;
@@ -937,6 +940,13 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 
 	inode_entry(in, &st, e);
 	return 0;
+}
+
+int
+inode_adopt(struct inode *parent, const char *name, int fd,
+    struct fuse_entry_param *e)
+{
+	return inode_adopt_in(parent, name, fd, e, NULL);
 }
 
 /* Enter a freshly created object, open as fd (any access mode, kept). */
@@ -1041,11 +1051,20 @@ inode_maybe_known(struct inode *parent, ino_t ino, unsigned char dtype)
 static int	inode_lookup_walk(struct inode *, const char *, int,
 		    struct fuse_entry_param *);
 
+/*
+ * A lookup the kernel sends. It does not say whether it revalidates a name
+ * it holds (known to the table: one fstatat answers) or asks for a new one
+ * (the walk, which stats its own fd): a directory remembers which the last
+ * lookup in it was, and a run of new names (a cold stat of a tree, the
+ * unlinks after a plain listing) skips the fstatat that would only say
+ * "not known". A wrong guess costs the walk's fd, closed again.
+ */
 int
 inode_lookup(struct inode *parent, const char *name,
     struct fuse_entry_param *e)
 {
-	return inode_lookup_walk(parent, name, 1, e);
+	return inode_lookup_walk(parent, name,
+	    !__atomic_load_n(&parent->lookups_new, __ATOMIC_RELAXED), e);
 }
 
 /*
@@ -1071,7 +1090,7 @@ inode_lookup_walk(struct inode *parent, const char *name, int maybe_known,
 {
 	struct inode	*self;
 	struct stat	 st;
-	int		 pfd, fd, r;
+	int		 pfd, fd, r, fresh;
 
 	if (parent->type != S_IFDIR)
 		return -ENOTDIR;
@@ -1116,8 +1135,12 @@ inode_lookup_walk(struct inode *parent, const char *name, int maybe_known,
 	}
 	if (fd < 0)
 		return fd;
-	if ((r = inode_adopt(parent, name, fd, e)) < 0 || parent != &itab.root)
+	if ((r = inode_adopt_in(parent, name, fd, e, &fresh)) < 0)
 		return r;
+	if (fresh != !maybe_known)
+		__atomic_store_n(&parent->lookups_new, fresh, __ATOMIC_RELAXED);
+	if (parent != &itab.root)
+		return 0;
 	/* A workspace root knows its name: scratch ids are these names. */
 	self = (struct inode *)(uintptr_t)e->ino;
 	pthread_mutex_lock(&itab.lock);

@@ -294,6 +294,37 @@ test_number_reused(void **state)
 }
 
 /*
+ * A lookup guesses from the last one in its directory whether the name is
+ * new to the table: right or wrong, a name leads to its one inode, and a
+ * wrong guess leaves no fd behind.
+ */
+static void
+test_lookup_guess(void **state)
+{
+	struct inode	*ws = look(inode_root(), "ws", 0), *a, *a2, *b, *b2;
+	int		 fds0;
+
+	mk("ws/guess-a", S_IFREG | 0644);
+	mk("ws/guess-b", S_IFREG | 0644);
+	a = look(ws, "guess-a", 0);	/* new: the next guess is "new" */
+	fds0 = open_fds();
+	a2 = look(ws, "guess-a", 0);	/* known, guessed new */
+	assert_ptr_equal(a, a2);
+	assert_int_equal(a->nlookup, 2);
+	inode_closes_wait();
+	assert_int_equal(open_fds(), fds0);
+	assert_int_equal(ws->lookups_new, 0);
+	b = look(ws, "guess-b", 0);	/* new, guessed known */
+	assert_int_equal(ws->lookups_new, 1);
+	b2 = look(ws, "guess-b", 0);
+	assert_ptr_equal(b, b2);
+	assert_null(look(ws, "guess-none", -ENOENT));
+	inode_forget(a, 2);
+	inode_forget(b, 2);
+	inode_forget(ws, 1);
+}
+
+/*
  * Lazy handles (one node, local filesystem): an inode takes its handle
  * only when its fd is evicted, and that handle still tells it from a new
  * inode that got its number back once it was gone.
@@ -483,6 +514,7 @@ UNIT_MAIN(1, setup, teardown,
     cmocka_unit_test(test_symlink_per_directory_and_depth),
     cmocka_unit_test(test_number_reused),
     cmocka_unit_test(test_lazy_handles),
+    cmocka_unit_test(test_lookup_guess),
     cmocka_unit_test(test_hardlinked_symlink_renamed),
     cmocka_unit_test(test_rename_moves_the_kernels_inode),
     cmocka_unit_test(test_node_id_and_generation_unique))
