@@ -120,7 +120,7 @@ static void
 closer_push(const int *fds, size_t n)
 {
 	size_t	 cap;
-	int	*a, queued = 0;
+	int	*a, queued = 0, wake = 0;
 
 	pthread_once(&closer.once, closer_start);
 	pthread_mutex_lock(&closer.lock);
@@ -134,13 +134,20 @@ closer_push(const int *fds, size_t n)
 			}
 		}
 		if (closer.n + n <= closer.cap) {
+			/* The closer waits only for an empty queue. */
+			wake = closer.n == 0;
 			memcpy(closer.fds + closer.n, fds, n * sizeof *fds);
 			closer.n += n;
 			queued = 1;
-			pthread_cond_broadcast(&closer.cond);
 		}
 	}
 	pthread_mutex_unlock(&closer.lock);
+	/*
+	 * Woken after the unlock, the closer does not block again at once on
+	 * the lock we held: one futex call per hand-off on each side, not two.
+	 */
+	if (wake)
+		pthread_cond_broadcast(&closer.cond);
 	if (!queued)
 		while (n > 0)
 			close(fds[--n]);
