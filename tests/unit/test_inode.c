@@ -253,28 +253,41 @@ test_symlink_per_directory_and_depth(void **state)
 }
 
 /* An inode number that comes back for a new file is a new inode. */
+/*
+ * Create files ws/PREFIXn until one gets inode number ino (ext4 and tmpfs
+ * hand a freed number out again soon): 1 with its path in q, or 0.
+ */
+static int
+make_until_number(ino_t ino, const char *prefix, char *q, size_t len)
+{
+	struct stat	st;
+	int		i, fd;
+
+	for (i = 0; i < 200; i++) {
+		snprintf(q, len, "%s/ws/%s%d", base, prefix, i);
+		assert_true((fd = open(q, O_CREAT | O_WRONLY, 0644)) >= 0);
+		assert_int_equal(fstat(fd, &st), 0);
+		close(fd);
+		if (st.st_ino == ino)
+			return 1;
+	}
+	return 0;
+}
+
 static void
 test_number_reused(void **state)
 {
 	struct inode	*ws = look(inode_root(), "ws", 0), *old, *neu;
-	struct stat	 st;
 	char		 p[256], q[256];
 	ino_t		 ino;
-	int		 i, fd, reused = 0;
+	int		 fd, reused;
 
 	mk("ws/gone", S_IFREG | 0644);
 	old = look(ws, "gone", 0);
 	ino = old->ino;
 	snprintf(p, sizeof p, "%s/ws/gone", base);
 	assert_int_equal(unlink(p), 0);
-	/* ext4 and tmpfs hand a freed number out again soon. */
-	for (i = 0; i < 200 && !reused; i++) {
-		snprintf(q, sizeof q, "%s/ws/new%d", base, i);
-		assert_true((fd = open(q, O_CREAT | O_WRONLY, 0644)) >= 0);
-		assert_int_equal(fstat(fd, &st), 0);
-		close(fd);
-		reused = st.st_ino == ino;
-	}
+	reused = make_until_number(ino, "new", q, sizeof q);
 	if (!reused) {
 		print_message("note: no inode number came back; nothing to "
 		    "check\n");
@@ -333,10 +346,9 @@ static void
 test_lazy_handles(void **state)
 {
 	struct inode	*ws, *old, *neu, *f, *pad[6];
-	struct stat	 st;
 	char		 p[256], q[256];
 	ino_t		 ino;
-	int		 i, fd, reused = 0;
+	int		 i, fd, reused;
 
 	inode_lazy_handles(1);
 	test_eviction_and_reopen(state);
@@ -361,13 +373,7 @@ test_lazy_handles(void **state)
 	assert_true(old->fd < 0);
 	assert_non_null(old->fh);
 	inode_closes_wait();
-	for (i = 0; i < 200 && !reused; i++) {
-		snprintf(q, sizeof q, "%s/ws/lazy-new%d", base, i);
-		assert_true((fd = open(q, O_CREAT | O_WRONLY, 0644)) >= 0);
-		assert_int_equal(fstat(fd, &st), 0);
-		close(fd);
-		reused = st.st_ino == ino;
-	}
+	reused = make_until_number(ino, "lazy-new", q, sizeof q);
 	if (reused) {
 		neu = look(ws, strrchr(q, '/') + 1, 0);
 		assert_ptr_not_equal(neu, old);
