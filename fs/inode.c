@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <linux/openat2.h>
 #include <search.h>
@@ -32,6 +33,7 @@ static struct {
 	unsigned long		 max_fds;
 	int			 mount_fd;	/* for open_by_handle_at */
 	int			 handles_warned;
+	int			 lazy_handles;	/* set before any lookup */
 	int			*closing;	/* fds to close after unlock */
 	size_t			 nclosing, closing_cap;
 	struct inode		 root;
@@ -118,7 +120,7 @@ static void
 closer_push(const int *fds, size_t n)
 {
 	size_t	 cap;
-	int	*a, queued = 0;
+	int	*a, queued = 0, wake = 0;
 
 	pthread_once(&closer.once, closer_start);
 	pthread_mutex_lock(&closer.lock);
@@ -132,13 +134,20 @@ closer_push(const int *fds, size_t n)
 			}
 		}
 		if (closer.n + n <= closer.cap) {
+			/* The closer waits only for an empty queue. */
+			wake = closer.n == 0;
 			memcpy(closer.fds + closer.n, fds, n * sizeof *fds);
 			closer.n += n;
 			queued = 1;
-			pthread_cond_broadcast(&closer.cond);
 		}
 	}
 	pthread_mutex_unlock(&closer.lock);
+	/*
+	 * Woken after the unlock, the closer does not block again at once on
+	 * the lock we held: one futex call per hand-off on each side, not two.
+	 */
+	if (wake)
+		pthread_cond_broadcast(&closer.cond);
 	if (!queued)
 		while (n > 0)
 			close(fds[--n]);
@@ -369,22 +378,66 @@ inode_stats(unsigned long *inodes, unsigned long *fds)
 	itab_unlock();
 }
 
+/*
+ * Whether an inode's file handle is taken only when its fd is evicted. On
+ * a local filesystem an inode number is not reused while an fd holds the
+ * inode, so while the fd is open the handle tells nothing the number does
+ * not, and most inodes are forgotten before they are ever evicted: the
+ * name_to_handle_at of every lookup and create is saved. Network
+ * filesystems reuse numbers under us, and the cluster locks copy handles
+ * at any time (glock.c): there every inode gets its handle at once. Set
+ * once by main, before the first lookup.
+ */
+void
+inode_lazy_handles(int on)
+{
+	itab.lazy_handles = on;
+}
+
+static int
+inode_handles_lazy(void)
+{
+	return itab.lazy_handles;
+}
+
 static int
 inode_evictable(struct inode *in)
 {
-	return !in->pinned && in->fh != NULL;
+	return !in->pinned && (in->fh != NULL || inode_handles_lazy());
 }
 
-/* Close the least recently used idle fds until under the limit. */
+static struct file_handle	*inode_handle(int);
+
+/*
+ * Close the least recently used idle fds until under the limit. A lazy
+ * inode takes its handle now, from the fd, under the lock: encoding a
+ * handle reads only the in-memory inode, it never waits for the disk.
+ */
 static void
 inode_evict_locked(void)
 {
-	struct inode	*in;
+	struct inode		*in;
+	struct file_handle	*fh;
 
 	while (itab.nfds > itab.max_fds && !TAILQ_EMPTY(&itab.lru)) {
 		in = TAILQ_LAST(&itab.lru, inode_lru);
 		TAILQ_REMOVE(&itab.lru, in, lru);
 		in->in_lru = 0;
+		if (in->fh == NULL) {
+			if ((fh = inode_handle(in->fd)) == NULL) {
+				/* No way to reopen it: it keeps its fd. */
+				in->pinned = 1;
+				if (!itab.handles_warned) {
+					itab.handles_warned = 1;
+					log_warn("%s: no file handles (%s); "
+					    "every inode keeps an open fd",
+					    wsfs.source, strerror(errno));
+				}
+				continue;
+			}
+			/* inode_open reads it without the lock. */
+			__atomic_store_n(&in->fh, fh, __ATOMIC_RELEASE);
+		}
 		inode_close_later(in->fd);
 		in->fd = -1;
 		itab.nfds--;
@@ -562,13 +615,14 @@ inode_openat_beneath(int dirfd, const char *name, int flags, mode_t mode)
 int
 inode_open(struct inode *in, int flags)
 {
-	char	path[64];
-	int	fd, r;
+	struct file_handle	*fh;
+	char			 path[64];
+	int			 fd, r;
 
 	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC);
 	flags |= O_CLOEXEC | O_NOFOLLOW;
-	if (in->fh != NULL) {
-		fd = open_by_handle_at(itab.mount_fd, in->fh, flags);
+	if ((fh = __atomic_load_n(&in->fh, __ATOMIC_ACQUIRE)) != NULL) {
+		fd = open_by_handle_at(itab.mount_fd, fh, flags);
 		if (fd == -1)
 			return errno == ESTALE ? -ENOENT : -errno;
 		return fd;
@@ -792,14 +846,16 @@ inode_entry(struct inode *in, const struct stat *st,
 /*
  * Enter the inode open as fd (O_PATH, owned by this call) into the table as
  * a child of parent, take one kernel reference and fill e for the reply.
+ * *fresh (if not NULL) says whether the inode was new to the table.
  */
-int
-inode_adopt(struct inode *parent, const char *name, int fd,
-    struct fuse_entry_param *e)
+static int
+inode_adopt_in(struct inode *parent, const char *name, int fd,
+    struct fuse_entry_param *e, int *fresh)
 {
 	struct inode		 key, *in, *neu, **slot;
-	struct file_handle	*fh;
+	struct file_handle	*fh = NULL;
 	struct stat		 st;
+	int			 lazy = inode_handles_lazy();
 
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
 		close(fd);
@@ -812,15 +868,26 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 	}
 	inode_key(&key, parent, &st);
 	/* The handle tells this inode from an older one of the same number. */
-	if ((fh = inode_handle(fd)) == NULL && !itab.handles_warned) {
+	if (!lazy && (fh = inode_handle(fd)) == NULL && !itab.handles_warned) {
 		itab.handles_warned = 1;
 		log_warn("%s: no file handles (%s); every inode keeps an open fd",
 		    wsfs.source, strerror(errno));
 	}
 
 	pthread_mutex_lock(&itab.lock);
-	if ((slot = tfind(&key, &itab.tree, inode_cmp)) != NULL &&
-	    !inode_handle_eq((*slot)->fh, fh)) {
+	slot = tfind(&key, &itab.tree, inode_cmp);
+	/*
+	 * Lazy handles: an inode of the table whose fd is open is the one fd
+	 * leads to (its number is not reused while it lives); one whose fd
+	 * was evicted has its handle, and fd's tells them apart.
+	 */
+	if (lazy && slot != NULL && (*slot)->fd < 0) {
+		itab_unlock();
+		fh = inode_handle(fd);
+		pthread_mutex_lock(&itab.lock);
+		slot = tfind(&key, &itab.tree, inode_cmp);
+	}
+	if (slot != NULL && !inode_handle_eq((*slot)->fh, fh)) {
 		/*
 		 * The number came back for another inode while the kernel
 		 * still holds the old one: that one stays for the kernel
@@ -831,6 +898,8 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 		in->detached = 1;
 		slot = NULL;
 	}
+	if (fresh != NULL)
+		*fresh = slot == NULL;
 	if (slot == NULL) {
 		if ((neu = calloc(1, sizeof *neu)) != NULL) {
 			*neu = key;
@@ -858,7 +927,7 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 		}
 		if (neu->parent != NULL)
 			neu->parent->refs++;
-		if (neu->fh == NULL)
+		if (neu->fh == NULL && !lazy)
 			neu->pinned = 1;
 	}
 	in = *slot;
@@ -878,6 +947,13 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 
 	inode_entry(in, &st, e);
 	return 0;
+}
+
+int
+inode_adopt(struct inode *parent, const char *name, int fd,
+    struct fuse_entry_param *e)
+{
+	return inode_adopt_in(parent, name, fd, e, NULL);
 }
 
 /* Enter a freshly created object, open as fd (any access mode, kept). */
@@ -954,13 +1030,76 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	return 1;
 }
 
+/*
+ * Whether the table may know what a directory listing names: an inode of
+ * that number and type in parent's workspace (and, for directories and
+ * symlinks, seen in parent). Only a hint that saves the fstatat of a
+ * known-name lookup for names the table cannot know; the walk's
+ * inode_adopt finds the inode all the same if the hint was stale.
+ */
+static int
+inode_maybe_known(struct inode *parent, ino_t ino, unsigned char dtype)
+{
+	struct inode	 key;
+	int		 found;
+
+	memset(&key, 0, sizeof key);
+	key.dev = parent->dev;
+	key.ino = ino;
+	key.type = DTTOIF(dtype);
+	key.ws = parent->ws;
+	key.parent = S_ISDIR(key.type) || S_ISLNK(key.type) ? parent : NULL;
+	pthread_mutex_lock(&itab.lock);
+	found = tfind(&key, &itab.tree, inode_cmp) != NULL;
+	itab_unlock();
+	return found;
+}
+
+static int	inode_lookup_walk(struct inode *, const char *, int,
+		    struct fuse_entry_param *);
+
+/*
+ * A lookup the kernel sends. It does not say whether it revalidates a name
+ * it holds (known to the table: one fstatat answers) or asks for a new one
+ * (the walk, which stats its own fd): a directory remembers which the last
+ * lookup in it was, and a run of new names (a cold stat of a tree, the
+ * unlinks after a plain listing) skips the fstatat that would only say
+ * "not known". A wrong guess costs the walk's fd, closed again. Measured
+ * on one node over a local filesystem only: elsewhere (network storage,
+ * the lock service) every lookup asks first, as before.
+ */
 int
 inode_lookup(struct inode *parent, const char *name,
     struct fuse_entry_param *e)
 {
+	return inode_lookup_walk(parent, name, !inode_handles_lazy() ||
+	    !__atomic_load_n(&parent->lookups_new, __ATOMIC_RELAXED), e);
+}
+
+/*
+ * A lookup of a name a listing of parent returned as (ino, dtype), for
+ * readdirplus: a name whose number the table does not hold goes straight
+ * to the walk, without first asking whether it is a known one.
+ */
+int
+inode_lookup_listed(struct inode *parent, const char *name, ino_t ino,
+    unsigned char dtype, struct fuse_entry_param *e)
+{
+	int	known = 1;
+
+	if (parent != &itab.root && dtype != DT_UNKNOWN &&
+	    strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+		known = inode_maybe_known(parent, ino, dtype);
+	return inode_lookup_walk(parent, name, known, e);
+}
+
+static int
+inode_lookup_walk(struct inode *parent, const char *name, int maybe_known,
+    struct fuse_entry_param *e)
+{
 	struct inode	*self;
 	struct stat	 st;
-	int		 pfd, fd, r;
+	int		 pfd, fd, r, fresh;
 
 	if (parent->type != S_IFDIR)
 		return -ENOTDIR;
@@ -990,7 +1129,8 @@ inode_lookup(struct inode *parent, const char *name,
 	}
 	if ((pfd = inode_fd_get(parent)) < 0)
 		return pfd;
-	if ((r = inode_lookup_known(parent, pfd, name, e)) != 0) {
+	if (maybe_known &&
+	    (r = inode_lookup_known(parent, pfd, name, e)) != 0) {
 		inode_fd_put(parent);
 		return r < 0 ? r : 0;
 	}
@@ -1004,8 +1144,12 @@ inode_lookup(struct inode *parent, const char *name,
 	}
 	if (fd < 0)
 		return fd;
-	if ((r = inode_adopt(parent, name, fd, e)) < 0 || parent != &itab.root)
+	if ((r = inode_adopt_in(parent, name, fd, e, &fresh)) < 0)
 		return r;
+	if (fresh != !maybe_known)
+		__atomic_store_n(&parent->lookups_new, fresh, __ATOMIC_RELAXED);
+	if (parent != &itab.root)
+		return 0;
 	/* A workspace root knows its name: scratch ids are these names. */
 	self = (struct inode *)(uintptr_t)e->ino;
 	pthread_mutex_lock(&itab.lock);

@@ -368,6 +368,8 @@ main(int argc, char **argv)
 	if (wsfs.conf.entry_timeout < 0)
 		wsfs.conf.entry_timeout = cluster_enabled() ? 0 : 1;
 	ops = wsfs_ops;
+	/* Handles only at eviction on one node over a local filesystem. */
+	inode_lazy_handles(wsfs.source_local && !cluster_enabled());
 	if (!cluster_enabled()) {
 		/* One node: the kernel's own flock and fcntl locks serve. */
 		ops.getlk = NULL;

@@ -863,7 +863,8 @@ ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 }
 
 static struct wsfile *
-ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
+ws_file_new(struct inode *in, int fd, const struct stat *st,
+    struct fuse_file_info *fi, int flags)
 {
 	struct wsfile	*f;
 
@@ -891,7 +892,7 @@ ws_file_new(struct inode *in, int fd, struct fuse_file_info *fi, int flags)
 		fi->keep_cache = 0;
 		f->direct = 1;
 	}
-	f->kill_priv = perm_write_kills_priv(fd, flags, fi->direct_io);
+	f->kill_priv = perm_write_kills_priv(fd, st, flags, fi->direct_io);
 	inode_opened(in, 1);
 	f->held = scratchd_hold(in);
 	return f;
@@ -921,7 +922,7 @@ ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	if (ws_file_new(in, fd, fi, fi->flags) == NULL) {
+	if (ws_file_new(in, fd, NULL, fi, fi->flags) == NULL) {
 		close(fd);
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -976,7 +977,9 @@ ws_create_run(struct ws_change *c)
 		ws_no_cap_set(ws_inode(e.ino),
 		    __atomic_load_n(&ws_inode(e.ino)->xattr_seq,
 		    __ATOMIC_ACQUIRE));
-	if (r == 0 && ws_file_new(ws_inode(e.ino), fd, fi, fi->flags) == NULL) {
+	/* e.attr: the new file's stat, taken after perm_set_owner. */
+	if (r == 0 && ws_file_new(ws_inode(e.ino), fd, &e.attr, fi,
+	    fi->flags) == NULL) {
 		inode_forget(ws_inode(e.ino), 1);
 		r = -ENOMEM;
 	}
@@ -1269,7 +1272,8 @@ ws_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 				break;
 		} else {
 			if (!dot) {
-				r = inode_lookup(dir, de->d_name, &e);
+				r = inode_lookup_listed(dir, de->d_name,
+				    de->d_ino, de->d_type, &e);
 				if (r == -ENOENT) {
 					r = 0;
 					goto skip;

@@ -210,14 +210,21 @@ perm_write_kill_priv(fuse_req_t req, int fd)
  * direct write, since a chmod may come at any time.
  */
 int
-perm_write_kills_priv(int fd, int flags, int direct)
+perm_write_kills_priv(int fd, const struct stat *known, int flags,
+    int direct)
 {
 	struct stat	st;
 
 	if ((flags & O_ACCMODE) == O_RDONLY)
 		return 0;
-	return direct || (fstat(fd, &st) == 0 &&
-	    (st.st_mode & (S_ISGID | S_IXGRP)) == S_ISGID);
+	if (direct)
+		return 1;
+	if (known == NULL) {
+		if (fstat(fd, &st) == -1)
+			return 0;
+		known = &st;
+	}
+	return (known->st_mode & (S_ISGID | S_IXGRP)) == S_ISGID;
 }
 
 /* prefix and 128 random bits in hex: a name no one else will pick. */

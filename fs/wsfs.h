@@ -41,7 +41,12 @@ struct inode {
 	 * workspace roots. For symlinks it is also part of the key.
 	 */
 	struct inode		*parent;	/* table lock */
-	struct file_handle	*fh;		/* const: NULL if fs has none */
+	/*
+	 * NULL if the fs has none. Const once set; lazy handles (inode.c)
+	 * are set under the table lock when the fd is evicted, and read
+	 * without it only atomically.
+	 */
+	struct file_handle	*fh;
 	uint64_t		 generation;	/* const: unique per inode */
 
 	/* All below: guarded by the table lock. */
@@ -77,6 +82,11 @@ struct inode {
 	 */
 	unsigned int		 xattr_seq;
 	unsigned int		 no_cap_at;
+	/*
+	 * Directories: the last lookup in it found a name new to the table
+	 * (a hint for the next one, inode.c; atomic, no lock).
+	 */
+	int			 lookups_new;
 	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
 	char			*name;
 };
@@ -293,10 +303,12 @@ int		 perm_open_existing(fuse_req_t req, int pfd, const char *name,
  * the kernel does on a local filesystem. perm_write_kills_priv tells at
  * open whether the writes of an open file need it from the daemon: those
  * the kernel passes on whole (direct I/O), and a setgid file without group
- * execute, whose bit the kernel's own clearing misses.
+ * execute, whose bit the kernel's own clearing misses. known is fd's
+ * stat if the caller has one as fresh as an fstat now, else NULL.
  */
 void		 perm_write_kill_priv(fuse_req_t req, int fd);
-int		 perm_write_kills_priv(int fd, int flags, int direct);
+int		 perm_write_kills_priv(int fd, const struct stat *known,
+		     int flags, int direct);
 /*
  * Give a file just made as fd in pfd (the daemon's) to the caller, with
  * mode, as a local filesystem would. 0 or -errno.
@@ -340,6 +352,7 @@ void		 handle_files_foreach(void (*fn)(struct inode *, int,
 void		 handle_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 /* inode.c */
 void		 inode_table_init(int source_fd, int max_fds);
+void		 inode_lazy_handles(int on);
 /*
  * Call fn(in) as each inode is freed, with the table locked: its node id
  * must not be used again (glock.c registers it). Before the loop starts.
@@ -359,6 +372,12 @@ struct inode	*inode_from_ino(fuse_ino_t ino);
  */
 int		 inode_lookup(struct inode *parent, const char *name,
 		     struct fuse_entry_param *e);
+/*
+ * The same for a name a listing gave with its inode number and type (a
+ * readdirplus entry).
+ */
+int		 inode_lookup_listed(struct inode *parent, const char *name,
+		     ino_t ino, unsigned char dtype, struct fuse_entry_param *e);
 /*
  * Enter the object open as fd (O_PATH) under name in parent, as
  * inode_lookup does. fd is the table's from the call on, on success and

@@ -253,28 +253,41 @@ test_symlink_per_directory_and_depth(void **state)
 }
 
 /* An inode number that comes back for a new file is a new inode. */
+/*
+ * Create files ws/PREFIXn until one gets inode number ino (ext4 and tmpfs
+ * hand a freed number out again soon): 1 with its path in q, or 0.
+ */
+static int
+make_until_number(ino_t ino, const char *prefix, char *q, size_t len)
+{
+	struct stat	st;
+	int		i, fd;
+
+	for (i = 0; i < 200; i++) {
+		snprintf(q, len, "%s/ws/%s%d", base, prefix, i);
+		assert_true((fd = open(q, O_CREAT | O_WRONLY, 0644)) >= 0);
+		assert_int_equal(fstat(fd, &st), 0);
+		close(fd);
+		if (st.st_ino == ino)
+			return 1;
+	}
+	return 0;
+}
+
 static void
 test_number_reused(void **state)
 {
 	struct inode	*ws = look(inode_root(), "ws", 0), *old, *neu;
-	struct stat	 st;
 	char		 p[256], q[256];
 	ino_t		 ino;
-	int		 i, fd, reused = 0;
+	int		 fd, reused;
 
 	mk("ws/gone", S_IFREG | 0644);
 	old = look(ws, "gone", 0);
 	ino = old->ino;
 	snprintf(p, sizeof p, "%s/ws/gone", base);
 	assert_int_equal(unlink(p), 0);
-	/* ext4 and tmpfs hand a freed number out again soon. */
-	for (i = 0; i < 200 && !reused; i++) {
-		snprintf(q, sizeof q, "%s/ws/new%d", base, i);
-		assert_true((fd = open(q, O_CREAT | O_WRONLY, 0644)) >= 0);
-		assert_int_equal(fstat(fd, &st), 0);
-		close(fd);
-		reused = st.st_ino == ino;
-	}
+	reused = make_until_number(ino, "new", q, sizeof q);
 	if (!reused) {
 		print_message("note: no inode number came back; nothing to "
 		    "check\n");
@@ -291,6 +304,94 @@ test_number_reused(void **state)
 	inode_forget(neu, 1);
 	inode_forget(old, 1);
 	inode_forget(ws, 1);
+}
+
+/*
+ * A lookup guesses from the last one in its directory whether the name is
+ * new to the table: right or wrong, a name leads to its one inode, and a
+ * wrong guess leaves no fd behind.
+ */
+static void
+test_lookup_guess(void **state)
+{
+	struct inode	*ws, *a, *a2, *b, *b2;
+	int		 fds0;
+
+	/* One node over a local filesystem: the only place it guesses. */
+	inode_lazy_handles(1);
+	ws = look(inode_root(), "ws", 0);
+	mk("ws/guess-a", S_IFREG | 0644);
+	mk("ws/guess-b", S_IFREG | 0644);
+	a = look(ws, "guess-a", 0);	/* new: the next guess is "new" */
+	fds0 = open_fds();
+	a2 = look(ws, "guess-a", 0);	/* known, guessed new */
+	assert_ptr_equal(a, a2);
+	assert_int_equal(a->nlookup, 2);
+	inode_closes_wait();
+	assert_int_equal(open_fds(), fds0);
+	assert_int_equal(ws->lookups_new, 0);
+	b = look(ws, "guess-b", 0);	/* new, guessed known */
+	assert_int_equal(ws->lookups_new, 1);
+	b2 = look(ws, "guess-b", 0);
+	assert_ptr_equal(b, b2);
+	assert_null(look(ws, "guess-none", -ENOENT));
+	inode_forget(a, 2);
+	inode_forget(b, 2);
+	inode_forget(ws, 1);
+	inode_lazy_handles(0);
+}
+
+/*
+ * Lazy handles (one node, local filesystem): an inode takes its handle
+ * only when its fd is evicted, and that handle still tells it from a new
+ * inode that got its number back once it was gone.
+ */
+static void
+test_lazy_handles(void **state)
+{
+	struct inode	*ws, *old, *neu, *f, *pad[6];
+	char		 p[256], q[256];
+	ino_t		 ino;
+	int		 i, fd, reused;
+
+	inode_lazy_handles(1);
+	test_eviction_and_reopen(state);
+	ws = look(inode_root(), "ws", 0);
+	f = look(ws, "f", 0);
+	/* Looked up, never evicted: no handle taken. */
+	assert_true(f->fd >= 0);
+	assert_null(f->fh);
+	inode_forget(f, 1);
+
+	mk("ws/lazy-gone", S_IFREG | 0644);
+	old = look(ws, "lazy-gone", 0);
+	ino = old->ino;
+	snprintf(p, sizeof p, "%s/ws/lazy-gone", base);
+	assert_int_equal(unlink(p), 0);
+	/* Push its fd out: it takes the handle of the unlinked inode. */
+	for (i = 0; i < 6; i++) {
+		snprintf(q, sizeof q, "ws/lazy-pad%d", i);
+		mk(q, S_IFREG | 0644);
+		pad[i] = look(ws, q + 3, 0);
+	}
+	assert_true(old->fd < 0);
+	assert_non_null(old->fh);
+	inode_closes_wait();
+	reused = make_until_number(ino, "lazy-new", q, sizeof q);
+	if (reused) {
+		neu = look(ws, strrchr(q, '/') + 1, 0);
+		assert_ptr_not_equal(neu, old);
+		assert_int_equal(inode_open(old, O_RDONLY), -ENOENT);
+		assert_true((fd = inode_open(neu, O_RDONLY)) >= 0);
+		close(fd);
+		inode_forget(neu, 1);
+	} else
+		print_message("note: no inode number came back\n");
+	for (i = 0; i < 6; i++)
+		inode_forget(pad[i], 1);
+	inode_forget(old, 1);
+	inode_forget(ws, 1);
+	inode_lazy_handles(0);
 }
 
 /*
@@ -422,6 +523,8 @@ UNIT_MAIN(1, setup, teardown,
     cmocka_unit_test(test_eviction_and_reopen),
     cmocka_unit_test(test_symlink_per_directory_and_depth),
     cmocka_unit_test(test_number_reused),
+    cmocka_unit_test(test_lazy_handles),
+    cmocka_unit_test(test_lookup_guess),
     cmocka_unit_test(test_hardlinked_symlink_renamed),
     cmocka_unit_test(test_rename_moves_the_kernels_inode),
     cmocka_unit_test(test_node_id_and_generation_unique))
