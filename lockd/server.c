@@ -1997,7 +1997,8 @@ clients_sync(struct server *srv)
 			    "directory: %s", strerror(-r));
 		return;
 	}
-	if (srv->put_out)
+	/* Past the term, nothing is written (nor sent): step down. */
+	if (srv->put_out || !still_active(srv))
 		return;
 	if ((r = state_take(srv->state, &buf, &len, &changes)) == 0)
 		return;
