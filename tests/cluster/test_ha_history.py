@@ -266,16 +266,8 @@ def test_history_ha_faults(cluster_factory, monkeypatch):
     rng = random.Random(seed)
     from test_ha_cluster import ha_environment
     ha_environment(monkeypatch, REPLICAS, TTL_S)
-    logdir = tempfile.mkdtemp(prefix="wsfs-ha-history-")
-    log = os.path.join(logdir, "locks.log")
-    try:
-        _run(cluster_factory, seed, rng, log)
-    finally:
-        try:
-            os.unlink(log)
-        except FileNotFoundError:
-            pass
-        os.rmdir(logdir)
+    with tempfile.TemporaryDirectory(prefix="wsfs-ha-history-") as d:
+        _run(cluster_factory, seed, rng, os.path.join(d, "locks.log"))
 
 
 def _run(cluster_factory, seed, rng, log):
