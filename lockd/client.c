@@ -45,6 +45,8 @@
 
 #define BACKOFF_MIN_MS	50
 #define BACKOFF_MAX_MS	2000
+/* Between rounds in which a standby refused us: a failover is under way. */
+#define STANDBY_RETRY_MS 500
 /*
  * A connection not through its handshake by then is dropped and tried
  * again: a SYN or HELLO lost while a link was cut, or a server that
@@ -149,6 +151,7 @@ struct wslock {
 	enum cstate		 cs;
 	uint64_t		 reconnect_at;
 	uint32_t		 backoff;
+	int			 standby_seen;	/* a standby refused, this round */
 	int			 last_err;	/* of the last failed attempt */
 	uint8_t			 cnonce[WSL_NONCE_LEN];
 	uint8_t			 snonce[WSL_NONCE_LEN];
@@ -627,7 +630,16 @@ conn_lost(struct wslock *wl, int err)
 	if (next_server(wl, was_ready))
 		wl->reconnect_at = now_ms();
 	else {
-		wl->reconnect_at = now_ms() + wl->backoff;
+		/*
+		 * After a round in which a standby refused us the active
+		 * replica is gone or going, and a successor is elected about
+		 * when its lease ends: look again at least every
+		 * STANDBY_RETRY_MS, whatever the backoff grew to.
+		 */
+		wl->reconnect_at = now_ms() + (wl->standby_seen &&
+		    wl->backoff > STANDBY_RETRY_MS ? STANDBY_RETRY_MS :
+		    wl->backoff);
+		wl->standby_seen = 0;
 		wl->backoff = wl->backoff * 2 > BACKOFF_MAX_MS ?
 		    BACKOFF_MAX_MS : wl->backoff * 2;
 	}
@@ -786,6 +798,7 @@ on_welcome(struct wslock *wl, const struct wsl_frame *f)
 	wl->jeopardy = 0;
 	wl->cs = CS_READY;
 	wl->backoff = BACKOFF_MIN_MS;
+	wl->standby_seen = 0;
 	wl->round = 0;
 	wl->last_err = 0;
 	wl->n_connects++;
@@ -1073,8 +1086,10 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 				return -EPROTO;
 			if (e.code == WSL_E_SECRET)
 				forget_session(wl);
-			if (e.code == WSL_E_NOTACTIVE)
+			if (e.code == WSL_E_NOTACTIVE) {
 				note_hint(wl, &e);
+				wl->standby_seen = 1;
+			}
 			return wsl_err_to_errno(e.code);
 		}
 		if (f->type == WSL_CHALLENGE && wl->cs == CS_HELLO) {

@@ -4,9 +4,11 @@
  * txn creates PREFIX/leader with the lease iff the key does not exist.
  * The winner bumps PREFIX/epoch with a compare-and-swap and reads
  * PREFIX/clients before it tells the main loop that its term began; the
- * main loop writes PREFIX/clients itself (etcd_put_clients), each write
- * guarded by the leader key's create revision, so that a replica that
- * lost its term can write nothing.
+ * main loop hands PREFIX/clients to a writer thread of its own
+ * (etcd_put_start, etcd_put_done), each write guarded by the leader key's
+ * create revision as it was when the write was handed over, so that a
+ * replica that lost its term can write nothing; the main loop holds back
+ * every answer until the write it may depend on is done (server.c).
  *
  * The main loop never waits for this thread: it reads a view (etcd_view)
  * when the eventfd says it changed. The view's valid_until is measured on
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <sodium.h>
 
 #include "clock.h"
 #include "etcd.h"
@@ -75,6 +78,20 @@ struct etcd {
 
 	/* The main loop's own. */
 	struct http	 mh;
+
+	/* The known-clients writer: one write at a time, under mu. */
+	pthread_t	 wthread;
+	int		 wrunning;
+	int		 wfd;		/* readable: a write is done */
+	pthread_cond_t	 wcond;
+	char		*w_buf;		/* to write; NULL: none waiting */
+	size_t		 w_len;
+	int64_t		 w_rev;		/* the guard: our leader key's rev */
+	uint64_t	 w_seq;
+	int		 w_busy;	/* handed over, result not taken */
+	int		 w_done;	/* the result is there */
+	int		 w_result;
+	struct http	 wh;		/* the writer thread's own */
 };
 
 struct body {
@@ -504,6 +521,52 @@ etcd_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * The known-clients writer: takes the buffer the main loop handed over,
+ * writes it in a txn guarded by the leader key's create revision taken at
+ * hand-over, and reports through wfd.
+ */
+static void *
+writer_thread(void *arg)
+{
+	struct etcd		*e = arg;
+	struct etcdj_cmp	 cmp;
+	uint64_t		 one = 1;
+	char			*buf;
+	size_t			 len;
+	int			 r;
+
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		while (!e->stop && e->w_buf == NULL)
+			pthread_cond_wait(&e->wcond, &e->mu);
+		if (e->stop)
+			break;
+		buf = e->w_buf;
+		len = e->w_len;
+		cmp = (struct etcdj_cmp){ e->k_leader, 0, e->w_rev };
+		e->w_buf = NULL;
+		pthread_mutex_unlock(&e->mu);
+		r = txn_put(e, &e->wh, &cmp, 1, e->k_clients, buf, len, 0,
+		    NULL);
+		sodium_memzero(buf, len);
+		free(buf);
+		pthread_mutex_lock(&e->mu);
+		e->w_result = r < 0 ? r : r == 1 ? 0 : -ESTALE;
+		e->w_done = 1;
+		if (write(e->wfd, &one, sizeof one) < 0) {
+			/* Full: the main loop has a wakeup anyway. */
+		}
+	}
+	if (e->w_buf != NULL) {
+		sodium_memzero(e->w_buf, e->w_len);
+		free(e->w_buf);
+		e->w_buf = NULL;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
 static int
 keyname(char *buf, size_t len, const char *prefix, const char *name)
 {
@@ -523,17 +586,21 @@ etcd_start(const struct etcd_conf *conf, struct etcd **out)
 		return -ENOMEM;
 	e->conf = *conf;
 	e->evfd = -1;
+	e->wfd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cond, NULL);
+	pthread_cond_init(&e->wcond, NULL);
 	if ((r = keyname(e->k_leader, sizeof e->k_leader, conf->prefix,
 	    "leader")) < 0 || (r = keyname(e->k_epoch, sizeof e->k_epoch,
 	    conf->prefix, "epoch")) < 0 || (r = keyname(e->k_clients,
 	    sizeof e->k_clients, conf->prefix, "clients")) < 0)
 		goto fail;
 	if ((r = http_init(&e->th, &e->conf)) < 0 ||
-	    (r = http_init(&e->mh, &e->conf)) < 0)
+	    (r = http_init(&e->mh, &e->conf)) < 0 ||
+	    (r = http_init(&e->wh, &e->conf)) < 0)
 		goto fail;
-	if ((e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+	if ((e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+	    (e->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -542,6 +609,11 @@ etcd_start(const struct etcd_conf *conf, struct etcd **out)
 		goto fail;
 	}
 	e->running = 1;
+	if ((r = pthread_create(&e->wthread, NULL, writer_thread, e)) != 0) {
+		r = -r;
+		goto fail;
+	}
+	e->wrunning = 1;
 	*out = e;
 	return 0;
 fail:
@@ -554,20 +626,26 @@ etcd_stop(struct etcd *e)
 {
 	if (e == NULL)
 		return;
-	if (e->running) {
-		pthread_mutex_lock(&e->mu);
-		e->stop = 1;
-		pthread_cond_signal(&e->cond);
-		pthread_mutex_unlock(&e->mu);
+	pthread_mutex_lock(&e->mu);
+	e->stop = 1;
+	pthread_cond_signal(&e->cond);
+	pthread_cond_signal(&e->wcond);
+	pthread_mutex_unlock(&e->mu);
+	if (e->running)
 		pthread_join(e->thread, NULL);
-	}
+	if (e->wrunning)
+		pthread_join(e->wthread, NULL);
 	http_free(&e->th);
 	http_free(&e->mh);
+	http_free(&e->wh);
 	if (e->evfd >= 0)
 		close(e->evfd);
+	if (e->wfd >= 0)
+		close(e->wfd);
 	free(e->v.clients);
 	pthread_mutex_destroy(&e->mu);
 	pthread_cond_destroy(&e->cond);
+	pthread_cond_destroy(&e->wcond);
 	free(e);
 }
 
@@ -642,6 +720,69 @@ etcd_put_clients(struct etcd *e, const char *buf, size_t len)
 	    NULL)) < 0)
 		return r;
 	return r == 1 ? 0 : -ESTALE;
+}
+
+/*
+ * Hand the known clients (buf, len; taken over: zeroed and freed by the
+ * writer) to the writer thread, to be written if the term that is ours
+ * now still holds; seq comes back with the result. -EBUSY while a write
+ * is out (its result not taken), -ESTALE without a term; main loop only.
+ */
+int
+etcd_put_start(struct etcd *e, char *buf, size_t len, uint64_t seq)
+{
+	int	r = 0;
+
+	pthread_mutex_lock(&e->mu);
+	if (e->w_busy)
+		r = -EBUSY;
+	else if (e->term_rev == 0)
+		r = -ESTALE;
+	else {
+		e->w_buf = buf;
+		e->w_len = len;
+		e->w_rev = e->term_rev;
+		e->w_seq = seq;
+		e->w_busy = 1;
+		e->w_done = 0;
+		pthread_cond_signal(&e->wcond);
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (r < 0) {
+		sodium_memzero(buf, len);
+		free(buf);
+	}
+	return r;
+}
+
+/*
+ * The result of the write handed over: 1 with *seq and *result (0 or
+ * -errno; -ESTALE when the term was over), 0 while it is still out or
+ * none was.
+ */
+int
+etcd_put_done(struct etcd *e, uint64_t *seq, int *result)
+{
+	uint64_t	v;
+	int		done;
+
+	if (read(e->wfd, &v, sizeof v) < 0) {
+		/* EAGAIN: look anyway. */
+	}
+	pthread_mutex_lock(&e->mu);
+	if ((done = e->w_busy && e->w_done)) {
+		*seq = e->w_seq;
+		*result = e->w_result;
+		e->w_busy = e->w_done = 0;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return done;
+}
+
+int
+etcd_put_fd(const struct etcd *e)
+{
+	return e->wfd;
 }
 
 /* A new epoch for the active term (its counter ran out); main loop only. */

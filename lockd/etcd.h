@@ -69,6 +69,9 @@ void	 etcd_view(struct etcd *, struct etcd_view *);
 void	 etcd_resign(struct etcd *, uint64_t);
 void	 etcd_health(struct etcd *, uint64_t *, uint64_t *);
 int	 etcd_put_clients(struct etcd *, const char *, size_t);
+int	 etcd_put_start(struct etcd *, char *, size_t, uint64_t);
+int	 etcd_put_done(struct etcd *, uint64_t *, int *);
+int	 etcd_put_fd(const struct etcd *);
 int	 etcd_next_epoch(struct etcd *, uint32_t *);
 
 #endif

@@ -116,6 +116,8 @@ int		 state_client_secret(const struct state *, uint64_t, uint8_t *);
 int		 state_del_client(struct state *, uint64_t);
 const uint64_t	*state_clients(const struct state *);
 int		 state_sync(struct state *);
+uint64_t	 state_changes(const struct state *);
+int		 state_take(struct state *, char **, size_t *, uint64_t *);
 
 /* server.c */
 struct etcd_conf;

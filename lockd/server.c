@@ -76,6 +76,7 @@ enum ev_kind {
 	EV_SIGNAL,
 	EV_TIMER,
 	EV_ETCD,
+	EV_ETCD_PUT,
 };
 
 struct ev {
@@ -167,6 +168,7 @@ struct snapshot {
 	uint64_t		 etcd_failures;
 	uint64_t		 terms;
 	uint64_t		 stepdowns;
+	uint64_t		 put_out;	/* a known-clients write is out */
 	struct server_stats	 stats;
 };
 
@@ -215,7 +217,16 @@ struct server {
 	 */
 	struct etcd		*etcd;
 	struct ev		 etcdev;
+	struct ev		 putev;
 	struct state_store	 store;
+	/*
+	 * The known clients in etcd: state_changes() as far as etcd has
+	 * them (answers wait until it is all of them), whether a write is
+	 * out, and for which term.
+	 */
+	uint64_t		 saved;
+	int			 put_out;
+	uint64_t		 put_term;
 	int			 active;
 	uint64_t		 term;
 	uint64_t		 valid_until;	/* ms, CLOCK_BOOTTIME */
@@ -401,6 +412,20 @@ conn_close(struct server *srv, struct conn *c, const char *why)
 	}
 }
 
+/*
+ * May answers leave now? A replica's answers wait until etcd has every
+ * change of the known clients made before them, and none leaves past the
+ * end of its term (the loop then steps down).
+ */
+static int
+may_send(struct server *srv)
+{
+	if (srv->etcd == NULL || !srv->active)
+		return 1;
+	return srv->saved == state_changes(srv->state) &&
+	    now_ms() < srv->valid_until;
+}
+
 static void
 conn_flush(struct server *srv, struct conn *c)
 {
@@ -408,6 +433,10 @@ conn_flush(struct server *srv, struct conn *c)
 	ssize_t			n;
 	size_t			left;
 
+	if (!may_send(srv)) {
+		conn_dirty(srv, c);	/* once the gate opens */
+		return;
+	}
 	while ((left = wsl_buf_pending(&c->out)) > 0) {
 		n = send(c->fd, c->out.data + c->out.off, left, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
@@ -1486,6 +1515,9 @@ static const struct {
 	{ "wslockd_stepdowns_total", "counter", "Times this replica stopped "
 	    "serving: etcd lease not renewed in time, or state not written.",
 	    NULL, offsetof(struct snapshot, stepdowns) },
+	{ "wslockd_etcd_write_pending", "gauge", "1 while a write of the "
+	    "known clients to etcd is out (answers wait for it), else 0.",
+	    NULL, offsetof(struct snapshot, put_out) },
 };
 
 /* In the loop: the snapshot a scrape asked for (EV_METRICS_REQ). */
@@ -1517,6 +1549,7 @@ metrics_take(struct server *srv)
 		etcd_health(srv->etcd, &snap.etcd_healthy, &snap.etcd_failures);
 		snap.terms = srv->term;
 		snap.stepdowns = srv->stepdowns;
+		snap.put_out = srv->put_out;
 	}
 	snap.stats = srv->stats;
 	pthread_mutex_lock(&m->mu);
@@ -1805,6 +1838,11 @@ server_init(struct server *srv, const struct server_conf *conf)
 		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, etcd_fd(srv->etcd),
 		    &ev) < 0)
 			fatal("epoll_ctl");
+		srv->putev.kind = EV_ETCD_PUT;
+		ev.data.ptr = &srv->putev;
+		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, etcd_put_fd(srv->etcd),
+		    &ev) < 0)
+			fatal("epoll_ctl");
 		log_info("replica on etcd %s (prefix %s, advertised as %s): "
 		    "standing by", conf->etcd->endpoints, conf->etcd->prefix,
 		    conf->etcd->advertise);
@@ -1824,6 +1862,7 @@ serve_begin(struct server *srv)
 	const struct server_conf *conf = srv->conf;
 
 	srv->active = 1;
+	srv->saved = state_changes(srv->state);
 	srv->epoch = state_epoch(srv->state);
 	srv->counter = 0;
 	srv->last_token = (uint64_t)srv->epoch << 32;
@@ -1937,6 +1976,59 @@ etcd_fire(struct server *srv)
 	timer_update(srv);
 }
 
+/*
+ * Hand the known clients to etcd's writer if they changed and no write is
+ * out; answers wait for it (may_send). The file store is written here and
+ * now, as before.
+ */
+static void
+clients_sync(struct server *srv)
+{
+	char		*buf;
+	size_t		 len;
+	uint64_t	 changes;
+	int		 r;
+
+	if (srv->state == NULL)
+		return;
+	if (srv->etcd == NULL) {
+		if ((r = state_sync(srv->state)) < 0)
+			log_limited(LOG_ERR, "state", "cannot write the state "
+			    "directory: %s", strerror(-r));
+		return;
+	}
+	/* Past the term, nothing is written (nor sent): step down. */
+	if (srv->put_out || !still_active(srv))
+		return;
+	if ((r = state_take(srv->state, &buf, &len, &changes)) == 0)
+		return;
+	if (r < 0 || (r = etcd_put_start(srv->etcd, buf, len, changes)) < 0) {
+		step_down(srv, "cannot write the known clients to etcd");
+		return;
+	}
+	srv->put_out = 1;
+	srv->put_term = srv->term;
+}
+
+/* etcd's writer is done with the known clients. */
+static void
+put_fire(struct server *srv)
+{
+	uint64_t	changes;
+	int		result;
+
+	if (!etcd_put_done(srv->etcd, &changes, &result))
+		return;
+	srv->put_out = 0;
+	if (!srv->active || srv->put_term != srv->term)
+		return;			/* a write of a term now over */
+	if (result < 0) {
+		step_down(srv, "cannot write the known clients to etcd");
+		return;
+	}
+	srv->saved = changes;	/* the loop's pass sends what waited */
+}
+
 static void
 server_shutdown(struct server *srv)
 {
@@ -1991,7 +2083,7 @@ server_run(const struct server_conf *conf)
 	struct epoll_event	 evs[MAX_EVENTS];
 	struct ev		*e;
 	struct conn		*c;
-	int			 n, i, r;
+	int			 n, i;
 
 	server_init(&srv, conf);
 	while (!srv.quit) {
@@ -2018,6 +2110,9 @@ server_run(const struct server_conf *conf)
 			case EV_ETCD:
 				etcd_fire(&srv);
 				break;
+			case EV_ETCD_PUT:
+				put_fire(&srv);
+				break;
 			case EV_CONN:
 				c = (struct conn *)e;
 				if (c->dead)
@@ -2030,22 +2125,18 @@ server_run(const struct server_conf *conf)
 				break;
 			}
 		}
-		/* Known clients reach the disk before any answer leaves. */
-		if (srv.state != NULL && (r = state_sync(srv.state)) < 0) {
-			if (srv.etcd != NULL)
-				step_down(&srv, "cannot write the known "
-				    "clients to etcd");
-			else
-				log_limited(LOG_ERR, "state", "cannot write "
-				    "the state directory: %s", strerror(-r));
-		}
 		/*
-		 * A replica checks its term right before anything leaves
-		 * (after the etcd write above, which may take a while), so
-		 * one that wakes up from a pause grants nothing.
+		 * Known clients reach the disk before any answer leaves; on
+		 * etcd the write goes to a thread of its own and the answers
+		 * wait for it (may_send), while the loop goes on.
+		 */
+		clients_sync(&srv);
+		/*
+		 * A replica checks its term right before anything leaves,
+		 * so one that wakes up from a pause grants nothing.
 		 */
 		still_active(&srv);
-		while ((c = TAILQ_FIRST(&srv.flush)) != NULL) {
+		while (may_send(&srv) && (c = TAILQ_FIRST(&srv.flush)) != NULL) {
 			TAILQ_REMOVE(&srv.flush, c, dentry);
 			c->dirty = 0;
 			conn_flush(&srv, c);

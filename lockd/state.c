@@ -29,6 +29,7 @@ struct state {
 	const struct state_store *store; /* NULL: the state directory */
 	int		 dirfd;
 	int		 dirty;		/* clients changed, not yet written */
+	uint64_t	 changes;	/* of the clients, so far */
 	uint32_t	 epoch;
 	uint64_t	*clients;
 	uint8_t		(*secrets)[WSL_SECRET_LEN]; /* all 0: none known */
@@ -104,15 +105,15 @@ out:
 	return r;
 }
 
-static int
-state_save_clients(struct state *st)
+/* The clients file's text (malloc'd; it holds secrets: zero it). */
+static char *
+clients_text(const struct state *st, size_t *lenp)
 {
 	char	*buf;
 	size_t	 i, len = 0;
-	int	 r;
 
 	if ((buf = malloc(st->nclients * CLIENT_LINE + 1)) == NULL)
-		return -ENOMEM;
+		return NULL;
 	for (i = 0; i < st->nclients; i++) {
 		len += snprintf(buf + len, 18, "%016" PRIx64 " ",
 		    st->clients[i]);
@@ -121,11 +122,24 @@ state_save_clients(struct state *st)
 		len += 2 * WSL_SECRET_LEN;
 		buf[len++] = '\n';
 	}
+	*lenp = len;
+	return buf;
+}
+
+static int
+state_save_clients(struct state *st)
+{
+	char	*buf;
+	size_t	 len;
+	int	 r;
+
+	if ((buf = clients_text(st, &len)) == NULL)
+		return -ENOMEM;
 	if (st->store != NULL)
 		r = st->store->put_clients(st->store->arg, buf, len);
 	else
 		r = state_write(st, "clients", buf, len);
-	sodium_memzero(buf, st->nclients * CLIENT_LINE + 1);
+	sodium_memzero(buf, len);
 	free(buf);
 	return r;
 }
@@ -343,12 +357,14 @@ state_add_client(struct state *st, uint64_t id, const uint8_t *secret)
 		if (memcmp(st->secrets[i], secret, WSL_SECRET_LEN) != 0) {
 			memcpy(st->secrets[i], secret, WSL_SECRET_LEN);
 			st->dirty = 1;
+			st->changes++;
 		}
 		return 0;
 	}
 	if ((r = state_push(st, id, secret)) < 0)
 		return r;
 	st->dirty = 1;
+	st->changes++;
 	return 0;
 }
 
@@ -386,6 +402,7 @@ state_del_client(struct state *st, uint64_t id)
 		    WSL_SECRET_LEN);
 		sodium_memzero(st->secrets[st->nclients], WSL_SECRET_LEN);
 		st->dirty = 1;
+		st->changes++;
 		return 0;
 	}
 	return 0;
@@ -402,4 +419,29 @@ state_sync(struct state *st)
 		return r;
 	st->dirty = 0;
 	return 0;
+}
+
+/* How many times the clients changed so far. */
+uint64_t
+state_changes(const struct state *st)
+{
+	return st->changes;
+}
+
+/*
+ * The clients as they are now, for a writer of one's own (an etcd write
+ * off the main loop): 1 with *buf (malloc'd, secrets: zero it), *len and
+ * *changes (state_changes() as of the text), 0 when nothing changed since
+ * the last state_take() or state_sync(), or -ENOMEM.
+ */
+int
+state_take(struct state *st, char **buf, size_t *len, uint64_t *changes)
+{
+	if (!st->dirty)
+		return 0;
+	if ((*buf = clients_text(st, len)) == NULL)
+		return -ENOMEM;
+	*changes = st->changes;
+	st->dirty = 0;
+	return 1;
 }

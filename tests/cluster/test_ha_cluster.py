@@ -22,16 +22,22 @@ import wsfstest
 LEASE_MS = 10000
 
 
-@pytest.fixture
-def ha_cluster(cluster_factory, monkeypatch):
+def ha_environment(monkeypatch, replicas=2, ttl_s=2):
+    """Make the clusters of this test run replicas wslockd --etcd on a
+    three-member etcd cluster (scripts/cluster LOCKD_REPLICAS)."""
     if shutil.which("etcd") is None or shutil.which("curl") is None:
         pytest.skip("etcd or curl not installed (etcd-server, curl)")
-    monkeypatch.setenv("LOCKD_REPLICAS", "2")
-    monkeypatch.setenv("ETCD_TTL", "2")
+    monkeypatch.setenv("LOCKD_REPLICAS", str(replicas))
+    monkeypatch.setenv("ETCD_TTL", str(ttl_s))
     # wsctl locks asks the replicas over their Unix sockets.
     monkeypatch.setattr(clusterlib.Cluster, "lockd_unix", property(
         lambda self: ",".join(f"unix:{self.dir}/lockd-r{i}.sock"
-                              for i in (1, 2))))
+                              for i in range(1, replicas + 1))))
+
+
+@pytest.fixture
+def ha_cluster(cluster_factory, monkeypatch):
+    ha_environment(monkeypatch)
     return cluster_factory(lock_timeout=30, lease_ms=LEASE_MS)
 
 

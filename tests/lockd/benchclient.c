@@ -415,10 +415,11 @@ main(int argc, char **argv)
 	printf("{\"kind\": \"%s\", \"threads\": %d, \"contended\": %s, "
 	    "\"seconds\": %.3f, \"cycles\": %" PRIu64 ", \"per_s\": %.1f, "
 	    "\"retries\": %" PRIu64 ", \"errors\": %d, \"p50_us\": %u, "
-	    "\"p99_us\": %u, \"shares\": [", kind, nthreads,
-	    contended ? "true" : "false", (t1 - t0) / 1e9, total,
+	    "\"p99_us\": %u, \"max_us\": %u, \"shares\": [", kind,
+	    nthreads, contended ? "true" : "false", (t1 - t0) / 1e9, total,
 	    total / ((t1 - t0) / 1e9), retries, errs,
-	    nall ? all[nall / 2] : 0, nall ? all[nall * 99 / 100] : 0);
+	    nall ? all[nall / 2] : 0, nall ? all[nall * 99 / 100] : 0,
+	    nall ? all[nall - 1] : 0);
 	for (n = 0; n < nthreads; n++)
 		printf("%s%" PRIu64, n ? ", " : "", w[n].cycles);
 	printf("]}\n");

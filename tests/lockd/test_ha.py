@@ -526,3 +526,50 @@ def test_active_cut_off_etcd_steps_down(env):
         for p in proxies:
             p.close()
         etcd.stop()
+
+
+def test_known_clients_write_does_not_hold_the_loop(env):
+    """The write of the known clients to etcd runs off the main loop: with
+    etcd hung (its one member SIGSTOPped), a new client's session makes a
+    write that cannot finish. Its WELCOME waits (no answer leaves before
+    the record it depends on is in etcd), while the loop goes on: a
+    scrape is answered and says the write is out. The write fails, the
+    replica steps down; with etcd back it serves again and the client is
+    welcomed then."""
+    from lockdlib import free_port
+    if not os.access(etcdlib.ETCD, os.X_OK):
+        pytest.skip("etcd not installed (etcd-server, see scripts/deps)")
+    key = new_key(env.tmp)
+    etcd = Etcd(env.tmp, n=1).start()
+    mport = free_port()
+    # A long TTL: the term outlasts the write's timeout, so that what
+    # ends it is the failed write, not the lease.
+    r = Replica(env.tmp, "r0", etcd.endpoints, key, LEASE_MS, 10,
+                extra=["--metrics", f"127.0.0.1:{mport}"])
+    m = etcd.members[0]
+    try:
+        r.start()
+        assert poll_until(r.active, 30), r.log()
+        a = Client(r.tcp, key=key, name="a")
+        env.clients.append(a)
+        a.wait_ready(20)
+        assert scrape(mport)["wslockd_etcd_write_pending"] == 0
+        os.kill(m.proc.pid, signal.SIGSTOP)
+        b = Client(r.tcp, key=key, name="b")
+        env.clients.append(b)
+        assert poll_until(lambda: scrape(mport)[
+            "wslockd_etcd_write_pending"] == 1, 10, 0.02), r.log()
+        assert b.ready is None, b.lines
+        # The write times out, the replica steps down without a WELCOME.
+        assert poll_until(lambda: r.stepdowns() >= 1, 30), r.log()
+        assert "cannot write the known clients to etcd" in r.runlog()
+        assert b.ready is None, b.lines
+        os.kill(m.proc.pid, signal.SIGCONT)
+        b.wait_ready(60)
+        a.wait(lambda: a.ready is not None, 1)
+        assert r.terms() >= 2, r.log()
+    finally:
+        if m.alive():
+            os.kill(m.proc.pid, signal.SIGCONT)
+        r.stop()
+        etcd.stop()
