@@ -523,6 +523,8 @@ inode_forget(struct inode *in, uint64_t n)
 	itab_unlock();
 }
 
+static int	inode_reopen_by_name(struct inode *);
+
 /*
  * Pin and return the inode's O_PATH fd, reopening it from its handle if it
  * was evicted. Every successful call is paired with inode_fd_put().
@@ -538,8 +540,11 @@ inode_fd_get(struct inode *in)
 		itab_unlock();
 		fd = open_by_handle_at(itab.mount_fd, in->fh,
 		    O_PATH | O_CLOEXEC | O_NOFOLLOW);
-		if (fd == -1) {
+		if (fd == -1)
 			fd = -errno;
+		if (fd == -ESTALE)
+			fd = inode_reopen_by_name(in);
+		if (fd < 0) {
 			/* The inode is gone from the backing store. */
 			return fd == -ESTALE ? -ENOENT : fd;
 		}
@@ -555,6 +560,55 @@ inode_fd_get(struct inode *in)
 	fd = in->fd;
 	inode_evict_locked();
 	itab_unlock();
+	return fd;
+}
+
+/*
+ * A stale handle need not mean a removed object: GlusterFS's FUSE client
+ * gives handles that die with its kernel inode (drop_caches, memory
+ * pressure), so a directory that is some process's cwd, or a name the
+ * kernel cached, would read as gone once its fd was evicted. Directories
+ * and symlinks know where the kernel sees them (parent and knames): open
+ * that name again below the parent, as a lookup would, and keep the fd
+ * only if it is the same object (number, device, type). -ESTALE if not.
+ */
+static int
+inode_reopen_by_name(struct inode *in)
+{
+	struct inode	*dir = NULL;
+	struct kname	*k;
+	struct stat	 st;
+	char		*name = NULL;
+	int		 pfd, fd = -ESTALE;
+
+	if (in->type != S_IFDIR && in->type != S_IFLNK)
+		return -ESTALE;
+	pthread_mutex_lock(&itab.lock);
+	LIST_FOREACH(k, &in->knames, entry)
+		if (k->dir == in->parent)
+			break;
+	if (k != NULL && k->dir != NULL && (name = strdup(k->name)) != NULL) {
+		dir = k->dir;
+		dir->refs++;		/* the name may go while we open it */
+	}
+	itab_unlock();
+	if (dir == NULL)
+		return -ESTALE;
+	if ((pfd = inode_fd_get(dir)) >= 0) {
+		fd = inode_openat_beneath(pfd, name, O_PATH, 0);
+		inode_fd_put(dir);
+		if (fd >= 0 && (fstat(fd, &st) == -1 || st.st_ino != in->ino ||
+		    st.st_dev != in->dev ||
+		    (st.st_mode & S_IFMT) != in->type)) {
+			close(fd);
+			fd = -ESTALE;
+		} else if (fd < 0)
+			fd = -ESTALE;
+	}
+	pthread_mutex_lock(&itab.lock);
+	inode_unref_locked(dir);
+	itab_unlock();
+	free(name);
 	return fd;
 }
 
@@ -623,9 +677,11 @@ inode_open(struct inode *in, int flags)
 	flags |= O_CLOEXEC | O_NOFOLLOW;
 	if ((fh = __atomic_load_n(&in->fh, __ATOMIC_ACQUIRE)) != NULL) {
 		fd = open_by_handle_at(itab.mount_fd, fh, flags);
-		if (fd == -1)
+		if (fd >= 0)
+			return fd;
+		/* A directory may still be there: see inode_reopen_by_name. */
+		if (errno != ESTALE || in->type != S_IFDIR)
 			return errno == ESTALE ? -ENOENT : -errno;
-		return fd;
 	}
 	if ((r = inode_fd_get(in)) < 0)
 		return r;

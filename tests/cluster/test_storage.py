@@ -576,3 +576,38 @@ if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] != "append":
         sys.exit("usage: test_storage.py append PATH NODE")
     sys.exit(append(sys.argv[2], sys.argv[3]))
+
+
+def test_directory_whose_handle_went_stale(cluster_factory):
+    """GlusterFS's FUSE client gives file handles that die with its kernel
+    inode. A directory that is a process's cwd keeps its wsfs inode in
+    the kernel while wsfs evicts its fd (max_fds) and the kernel drops
+    GlusterFS's inode (drop_caches, or memory pressure): its next use must
+    still find it (reopened by name below its parent), not answer ENOENT
+    for a directory that is there."""
+    c = cluster_factory(storage="gluster", nodes=1, wsfs_opts="max_fds=2",
+                        lock_timeout=10, lease_ms=4000)
+    ws = c.path(1, "ws")
+    os.makedirs(os.path.join(ws, "d", "sub"))
+    with open(os.path.join(ws, "d", "inner"), "w") as f:
+        f.write("inner\n")
+    for i in range(40):
+        with open(os.path.join(ws, f"x{i}"), "w") as f:
+            f.write(f"{i}\n")
+    p = subprocess.Popen(["sleep", "600"], cwd=os.path.join(ws, "d", "sub"))
+    try:
+        for i in range(40):		# evicts the fds of d and sub
+            with open(os.path.join(ws, f"x{i}")) as f:
+                f.read()
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        cwd = f"/proc/{p.pid}/cwd"
+        assert os.listdir(cwd) == []
+        assert sorted(os.listdir(os.path.join(cwd, ".."))) == \
+            ["inner", "sub"]
+        with open(os.path.join(cwd, "..", "inner")) as f:
+            assert f.read() == "inner\n"
+    finally:
+        p.kill()
+        p.wait()
