@@ -571,6 +571,8 @@ inode_fd_get(struct inode *in)
  * and symlinks know where the kernel sees them (parent and knames): open
  * that name again below the parent, as a lookup would, and keep the fd
  * only if it is the same object (number, device, type). -ESTALE if not.
+ * Not on a local filesystem: there a stale handle means the object was
+ * removed, and its number may already name a new one.
  */
 static int
 inode_reopen_by_name(struct inode *in)
@@ -581,7 +583,7 @@ inode_reopen_by_name(struct inode *in)
 	char		*name = NULL;
 	int		 pfd, fd = -ESTALE;
 
-	if (in->type != S_IFDIR && in->type != S_IFLNK)
+	if (wsfs.source_local || (in->type != S_IFDIR && in->type != S_IFLNK))
 		return -ESTALE;
 	pthread_mutex_lock(&itab.lock);
 	LIST_FOREACH(k, &in->knames, entry)
