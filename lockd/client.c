@@ -210,6 +210,7 @@ creq_free(struct creq *r)
 	if (r == NULL)
 		return;
 	free((void *)r->q.key);
+	free((void *)r->q.parent);
 	free(r);
 }
 
@@ -411,6 +412,8 @@ creq_send(struct wslock *wl, struct creq *r)
 	lq.token = r->q.token;
 	lq.key = r->q.key;
 	lq.keylen = r->q.keylen;
+	lq.parent = r->q.parent;
+	lq.parentlen = r->q.parentlen;
 	switch (r->type) {
 	case WSL_LOCK:
 	case WSL_UNLOCK:
@@ -491,7 +494,8 @@ lost_one(const struct table_entry *te, void *arg)
 {
 	struct lost_ctx		*lc = arg;
 	struct table_req	 q = { te->key, te->keylen, te->owner,
-				    te->start, te->end, te->mode, 0, 0, 0 };
+				    te->start, te->end, te->mode, 0, 0, 0,
+				    NULL, 0 };
 	struct cev		*e;
 
 	if (te->kind != WSL_ITEM_HOLDER)
@@ -1127,7 +1131,7 @@ on_frame(struct wslock *wl, const struct wsl_frame *f)
 		if (wsl_dec_revoke(f, &v) < 0)
 			return -EPROTO;
 		q = (struct table_req){ v.key, v.keylen, v.owner, v.start,
-		    v.end, 0, 0, 0, 0 };
+		    v.end, 0, 0, 0, 0, NULL, 0 };
 		if ((ev = cev_add(wl, CEV_REVOKE, &q)) != NULL)
 			ev->token = v.token;
 		return 0;
@@ -1487,20 +1491,33 @@ range_ok(const struct wslock_range *rg)
 }
 
 static int
-lock_submit(struct wslock *wl, const struct wslock_range *rg, int mode,
-    int flags, void *reqarg, struct bwait *bw, uint64_t *reqid)
+lock_submit_under(struct wslock *wl, const struct wslock_range *rg,
+    const void *parent, size_t parentlen, int mode, int flags, void *reqarg,
+    struct bwait *bw, uint64_t *reqid)
 {
 	struct creq	*r;
+	uint8_t		*pcopy = NULL;
 	int		 rc;
 
 	if (!range_ok(rg) || (mode != WSLOCK_SHARED &&
 	    mode != WSLOCK_EXCLUSIVE) ||
 	    (flags & ~(WSL_LOCK_WAIT | WSL_LOCK_CACHED | WSL_LOCK_TEST |
 	    WSL_LOCK_QUIET)) || ((flags & WSL_LOCK_QUIET) &&
-	    (flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST))))
+	    (flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST))) ||
+	    (parent != NULL && (parentlen == 0 || parentlen > WSL_MAX_KEY)))
 		return -EINVAL;
 	if ((r = creq_new(wl, WSL_LOCK, rg)) == NULL)
 		return -ENOMEM;
+	if (parent != NULL) {
+		if ((pcopy = malloc(parentlen)) == NULL) {
+			creq_free(r);
+			return -ENOMEM;
+		}
+		memcpy(pcopy, parent, parentlen);
+		r->q.parent = pcopy;
+		r->q.parentlen = parentlen;
+		flags |= WSL_LOCK_UNDER;
+	}
 	r->q.mode = mode;
 	r->q.flags = flags;
 	r->reqarg = reqarg;
@@ -1514,6 +1531,14 @@ lock_submit(struct wslock *wl, const struct wslock_range *rg, int mode,
 	return 0;
 }
 
+static int
+lock_submit(struct wslock *wl, const struct wslock_range *rg, int mode,
+    int flags, void *reqarg, struct bwait *bw, uint64_t *reqid)
+{
+	return lock_submit_under(wl, rg, NULL, 0, mode, flags, reqarg, bw,
+	    reqid);
+}
+
 int
 wslock_lock(struct wslock *wl, const struct wslock_range *rg, int mode,
     int flags, void *reqarg, uint64_t *reqid)
@@ -1524,6 +1549,23 @@ wslock_lock(struct wslock *wl, const struct wslock_range *rg, int mode,
 		return -EINVAL;
 	pthread_mutex_lock(&wl->mu);
 	r = lock_submit(wl, rg, mode, flags, reqarg, NULL, reqid);
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+int
+wslock_lock_under(struct wslock *wl, const struct wslock_range *rg,
+    const void *parent, size_t parentlen, int mode, int flags, void *reqarg,
+    uint64_t *reqid)
+{
+	int	r;
+
+	if (parent == NULL || (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED |
+	    WSLOCK_QUIET)))
+		return -EINVAL;
+	pthread_mutex_lock(&wl->mu);
+	r = lock_submit_under(wl, rg, parent, parentlen, mode, flags, reqarg,
+	    NULL, reqid);
 	pthread_mutex_unlock(&wl->mu);
 	return r;
 }

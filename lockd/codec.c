@@ -440,13 +440,18 @@ wsl_enc_lock(struct wsl_buf *b, uint16_t type, uint64_t id,
 {
 	struct wr	w;
 	size_t		len;
-	int		r;
+	int		r, under;
 
 	if (q->keylen == 0 || q->keylen > WSL_MAX_KEY || q->start >= q->end)
+		return -EINVAL;
+	under = type == WSL_LOCK && (q->flags & WSL_LOCK_UNDER);
+	if (under && (q->parentlen == 0 || q->parentlen > WSL_MAX_KEY))
 		return -EINVAL;
 	switch (type) {
 	case WSL_LOCK:
 		len = 8 * 3 + 2 + 2 + q->keylen;
+		if (under)
+			len += 2 + q->parentlen;
 		break;
 	case WSL_RECLAIM:
 		len = 8 * 3 + 2 + 8 + 2 + q->keylen;
@@ -470,6 +475,10 @@ wsl_enc_lock(struct wsl_buf *b, uint16_t type, uint64_t id,
 		wr_be(&w, q->token, 8);
 	wr_be(&w, q->keylen, 2);
 	wr_bytes(&w, q->key, q->keylen);
+	if (under) {
+		wr_be(&w, q->parentlen, 2);
+		wr_bytes(&w, q->parent, q->parentlen);
+	}
 	return wr_commit(&w);
 }
 
@@ -685,13 +694,20 @@ wsl_dec_lock(const struct wsl_frame *f, struct wsl_lockreq *q)
 		return -EBADMSG;
 	if (f->type == WSL_RECLAIM) {
 		x.token = rd_u64(&r);
-		if (x.flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST | WSL_LOCK_QUIET))
+		if (x.flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST | WSL_LOCK_QUIET |
+		    WSL_LOCK_UNDER))
 			return -EBADMSG;
 	}
 	x.keylen = rd_u16(&r);
 	if (x.keylen == 0 || x.keylen > WSL_MAX_KEY)
 		return -EBADMSG;
 	x.key = rd_bytes(&r, x.keylen);
+	if (x.flags & WSL_LOCK_UNDER) {
+		x.parentlen = rd_u16(&r);
+		if (x.parentlen == 0 || x.parentlen > WSL_MAX_KEY)
+			return -EBADMSG;
+		x.parent = rd_bytes(&r, x.parentlen);
+	}
 	if (rd_end(&r) < 0 || x.start >= x.end)
 		return -EBADMSG;
 	*q = x;

@@ -49,6 +49,12 @@ struct table_req {
 	uint8_t		 flags;		/* WSL_LOCK_* */
 	uint64_t	 reqid;		/* answered by grant() after a wait */
 	uint64_t	 token;		/* reclaim only */
+	/*
+	 * With WSL_LOCK_UNDER: the key of the directory the object was
+	 * reached through (see table_lock), else NULL.
+	 */
+	const uint8_t	*parent;
+	size_t		 parentlen;
 };
 
 /* A read-only view of one holder or waiter, for table_walk(). */

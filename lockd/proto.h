@@ -87,7 +87,8 @@ enum wsl_type {
 #define WSL_LOCK_CACHED		0x02	/* holder caches: revoke when wanted */
 #define WSL_LOCK_TEST		0x04	/* only report a conflict (F_GETLK) */
 #define WSL_LOCK_QUIET		0x08	/* only if free now; no queue, no revoke */
-#define WSL_LOCK_FLAGS		0x0f
+#define WSL_LOCK_UNDER		0x10	/* LOCK only: a parent key follows */
+#define WSL_LOCK_FLAGS		0x1f
 
 /* ERROR codes: wire values, not host errno numbers. */
 enum wsl_err {
@@ -143,7 +144,11 @@ struct wsl_welcome {
 	uint8_t		secret[WSL_SECRET_LEN];	/* masked on TCP */
 };
 
-/* LOCK, RECLAIM (token used) and UNLOCK (mode, flags unused). */
+/*
+ * LOCK, RECLAIM (token used) and UNLOCK (mode, flags unused). A LOCK with
+ * WSL_LOCK_UNDER carries the key of the directory the object was reached
+ * through (parent, 1..WSL_MAX_KEY bytes); without it parent is NULL.
+ */
 struct wsl_lockreq {
 	uint64_t	 owner;
 	uint64_t	 start;
@@ -153,6 +158,8 @@ struct wsl_lockreq {
 	uint64_t	 token;
 	const uint8_t	*key;
 	size_t		 keylen;
+	const uint8_t	*parent;
+	size_t		 parentlen;
 };
 
 struct wsl_error {

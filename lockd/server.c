@@ -840,7 +840,7 @@ h_lock(struct server *srv, struct conn *c, const struct wsl_frame *f)
 	if (wsl_dec_lock(f, &q) < 0)
 		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed LOCK");
 	tq = (struct table_req){ q.key, q.keylen, q.owner, q.start, q.end,
-	    q.mode, q.flags, f->id, 0 };
+	    q.mode, q.flags, f->id, 0, q.parent, q.parentlen };
 	memset(&e, 0, sizeof e);
 	r = table_lock(srv->table, c->sess->ts, &tq, &token, &e);
 	if (r == 0) {
@@ -873,7 +873,7 @@ h_unlock(struct server *srv, struct conn *c, const struct wsl_frame *f)
 		return conn_fail(srv, c, f->id, WSL_E_INVAL,
 		    "malformed UNLOCK");
 	tq = (struct table_req){ q.key, q.keylen, q.owner, q.start, q.end,
-	    0, 0, f->id, 0 };
+	    0, 0, f->id, 0, NULL, 0 };
 	if ((r = table_unlock(srv->table, c->sess->ts, &tq)) < 0)
 		return reply_err(c, f->id, r);
 	return wsl_enc_ok(&c->out, f->id, 0);
@@ -914,7 +914,7 @@ h_reclaim(struct server *srv, struct conn *c, const struct wsl_frame *f)
 		return wsl_enc_error(&c->out, f->id, WSL_E_STALE,
 		    "unknown token");
 	tq = (struct table_req){ q.key, q.keylen, q.owner, q.start, q.end,
-	    q.mode, q.flags, f->id, q.token };
+	    q.mode, q.flags, f->id, q.token, NULL, 0 };
 	r = table_reclaim(srv->table, c->sess->ts, &tq);
 	if (r == -EAGAIN) {
 		log_warn("session %" PRIu64 ": reclaim of token %#" PRIx64

@@ -14,6 +14,18 @@
  * an exclusive one. The exception is an owner that already holds part of
  * the range (an upgrade): it only waits for holders, because making it wait
  * behind a waiter that waits for it would deadlock.
+ *
+ * Objects under a directory's lock. A request may name the key of the
+ * directory its object was reached through (the parent, WSL_LOCK_UNDER).
+ * While nobody holds the object's key, such a request also conflicts with
+ * an exclusive lock of another session on the parent: it waits for, or a
+ * non-quiet try revokes, that lock. So a node holding a directory
+ * exclusively may use an object it made there without asking for the
+ * object's own lock: every other node can reach the object only through
+ * that directory, and is held off until the directory is given back (the
+ * holder forgets its use of such objects before it gives the directory
+ * back). A request of the parent's holder itself is not held off by
+ * those waiters, which wait for it.
  */
 #include "config.h"
 
@@ -52,8 +64,10 @@ struct twait {
 	uint64_t		 reqid;
 	uint8_t			 mode;
 	uint8_t			 cached;
+	struct tkey		*pk;	/* parent key (UNDER), or NULL */
 	TAILQ_ENTRY(twait)	 kentry;
 	TAILQ_ENTRY(twait)	 sentry;
+	TAILQ_ENTRY(twait)	 pentry;	/* on pk->children */
 };
 TAILQ_HEAD(twaits, twait);
 
@@ -62,6 +76,7 @@ struct tkey {
 	uint64_t		 hash;
 	struct tlocks		 holders;
 	struct twaits		 waiters;
+	struct twaits		 children; /* waiters naming it as parent */
 	int			 dirty;	/* on the table's dirty list */
 	SLIST_ENTRY(tkey)	 dentry;
 	size_t			 keylen;
@@ -241,6 +256,7 @@ key_get(struct table *t, const uint8_t *key, size_t len)
 	memcpy(k->key, key, len);
 	TAILQ_INIT(&k->holders);
 	TAILQ_INIT(&k->waiters);
+	TAILQ_INIT(&k->children);
 	if (t->nkeys >= t->nbuckets)
 		table_grow(t);
 	k->next = t->buckets[hash & (t->nbuckets - 1)];
@@ -255,7 +271,8 @@ key_gc(struct table *t, struct tkey *k)
 {
 	struct tkey	**pp;
 
-	if (!TAILQ_EMPTY(&k->holders) || !TAILQ_EMPTY(&k->waiters) || k->dirty)
+	if (!TAILQ_EMPTY(&k->holders) || !TAILQ_EMPTY(&k->waiters) ||
+	    !TAILQ_EMPTY(&k->children) || k->dirty)
 		return;
 	for (pp = &t->buckets[k->hash & (t->nbuckets - 1)]; *pp != NULL;
 	    pp = &(*pp)->next) {
@@ -310,8 +327,12 @@ lock_free(struct tlock *l)
 }
 
 static void
-wait_free(struct twait *w)
+wait_free(struct table *t, struct twait *w)
 {
+	if (w->pk != NULL) {
+		TAILQ_REMOVE(&w->pk->children, w, pentry);
+		mark_dirty(t, w->pk);	/* collected by run_dirty */
+	}
 	TAILQ_REMOVE(&w->k->waiters, w, kentry);
 	TAILQ_REMOVE(&w->s->waits, w, sentry);
 	w->s->nwaiters--;
@@ -398,6 +419,52 @@ holder_conflict(struct tkey *k, struct table_sess *s, uint64_t owner,
 	return NULL;
 }
 
+/*
+ * The parent rule (see the top): while nobody holds k, the first
+ * exclusive lock on the parent pk of a session other than s.
+ */
+static struct tlock *
+parent_conflict(struct tkey *k, struct tkey *pk, struct table_sess *s)
+{
+	struct tlock	*l;
+
+	if (pk == NULL || pk == k || !TAILQ_EMPTY(&k->holders))
+		return NULL;
+	TAILQ_FOREACH(l, &pk->holders, kentry)
+		if (l->s != s && l->mode == WSL_EXCLUSIVE)
+			return l;
+	return NULL;
+}
+
+/* Does session s hold pk exclusively (the waiters under it wait for s)? */
+static int
+parent_held_by(struct tkey *pk, struct table_sess *s)
+{
+	struct tlock	*l;
+
+	TAILQ_FOREACH(l, &pk->holders, kentry)
+		if (l->s == s && l->mode == WSL_EXCLUSIVE)
+			return 1;
+	return 0;
+}
+
+/* Ask the other sessions' cached exclusive holders of pk for it, once. */
+static void
+revoke_parent(struct table *t, struct tkey *pk, struct table_sess *s)
+{
+	struct tlock	*l;
+
+	TAILQ_FOREACH(l, &pk->holders, kentry) {
+		if (!l->cached || l->revoked || l->s == s ||
+		    l->mode != WSL_EXCLUSIVE)
+			continue;
+		l->revoked = 1;
+		if (t->ops->revoke != NULL)
+			t->ops->revoke(t->arg, l->s, pk->key, pk->keylen,
+			    l->owner, l->start, l->end, l->token);
+	}
+}
+
 /* Ask every cached holder in the way to give its lock back, once. */
 static void
 revoke_blockers(struct table *t, struct tkey *k, struct table_sess *s,
@@ -441,6 +508,9 @@ waiter_conflict(struct tkey *k, struct twait *upto, struct table_sess *s,
 	TAILQ_FOREACH(w, &k->waiters, kentry) {
 		if (w == upto)
 			break;
+		/* It waits for s to give the parent back: do not wait for it. */
+		if (w->pk != NULL && w->s != s && parent_held_by(w->pk, s))
+			continue;
 		if (!same_owner(w->s, w->owner, s, owner) &&
 		    overlap(w->start, w->end, start, end) &&
 		    modes_conflict(w->mode, mode))
@@ -472,9 +542,16 @@ run_queue(struct table *t, struct tkey *k)
 	struct twait	*w, *next;
 	uint64_t	 token;
 
+	/* A change of k's holders may free the waiters under it. */
+	TAILQ_FOREACH(w, &k->children, pentry)
+		mark_dirty(t, w->k);
 	if (t->grace)
 		return;
 	TAILQ_FOREACH_SAFE(w, &k->waiters, kentry, next) {
+		if (parent_conflict(k, w->pk, w->s) != NULL) {
+			revoke_parent(t, w->pk, w->s);
+			continue;
+		}
 		if (holder_conflict(k, w->s, w->owner, w->start, w->end,
 		    w->mode) != NULL) {
 			revoke_blockers(t, k, w->s, w->owner, w->start, w->end,
@@ -491,7 +568,7 @@ run_queue(struct table *t, struct tkey *k)
 			continue;	/* out of memory: it keeps waiting */
 		if (t->ops->grant != NULL)
 			t->ops->grant(t->arg, w->s, w->reqid, token);
-		wait_free(w);
+		wait_free(t, w);
 	}
 }
 
@@ -547,7 +624,7 @@ table_sess_release(struct table *t, struct table_sess *s)
 
 	while ((w = TAILQ_FIRST(&s->waits)) != NULL) {
 		mark_dirty(t, w->k);
-		wait_free(w);
+		wait_free(t, w);
 	}
 	while ((l = TAILQ_FIRST(&s->locks)) != NULL) {
 		mark_dirty(t, l->k);
@@ -573,7 +650,7 @@ table_sess_drop_waiters(struct table *t, struct table_sess *s)
 
 	while ((w = TAILQ_FIRST(&s->waits)) != NULL) {
 		mark_dirty(t, w->k);
-		wait_free(w);
+		wait_free(t, w);
 	}
 	run_dirty(t);
 }
@@ -639,18 +716,29 @@ int
 table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
     uint64_t *token, struct table_entry *conflict)
 {
-	struct tkey	*k;
+	struct tkey	*k, *pk = NULL;
 	struct tlock	*l;
 	struct twait	*w;
 	uint64_t	 tok;
 	int		 r, upgrade, blocked;
 
 	if (q->start >= q->end || q->keylen == 0 ||
-	    (q->mode != WSL_SHARED && q->mode != WSL_EXCLUSIVE))
+	    (q->mode != WSL_SHARED && q->mode != WSL_EXCLUSIVE) ||
+	    (q->parent != NULL && q->parentlen == 0))
 		return -EINVAL;
-	if ((k = key_get(t, q->key, q->keylen)) == NULL)
+	if (q->parent != NULL && (pk = key_get(t, q->parent,
+	    q->parentlen)) == NULL)
 		return -ENOMEM;
-	l = holder_conflict(k, s, q->owner, q->start, q->end, q->mode);
+	if ((k = key_get(t, q->key, q->keylen)) == NULL) {
+		if (pk != NULL)
+			key_gc(t, pk);
+		return -ENOMEM;
+	}
+	if (pk == k)
+		pk = NULL;
+	if ((l = parent_conflict(k, pk, s)) == NULL)
+		l = holder_conflict(k, s, q->owner, q->start, q->end,
+		    q->mode);
 	if (q->flags & WSL_LOCK_TEST) {
 		r = 0;
 		if (l != NULL) {
@@ -686,9 +774,13 @@ table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
 			if (l != NULL && conflict != NULL)
 				entry_from_lock(conflict, l);
 			/* A quiet try-lock leaves the holders alone. */
-			if (l != NULL && !(q->flags & WSL_LOCK_QUIET))
-				revoke_blockers(t, k, s, q->owner, q->start,
-				    q->end, q->mode);
+			if (l != NULL && !(q->flags & WSL_LOCK_QUIET)) {
+				if (l->k == pk)
+					revoke_parent(t, pk, s);
+				else
+					revoke_blockers(t, k, s, q->owner,
+					    q->start, q->end, q->mode);
+			}
 			r = -EAGAIN;
 		}
 		goto out;
@@ -709,14 +801,24 @@ table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
 	w->mode = q->mode;
 	w->cached = (q->flags & WSL_LOCK_CACHED) != 0;
 	w->reqid = q->reqid;
+	if ((w->pk = pk) != NULL)
+		TAILQ_INSERT_TAIL(&pk->children, w, pentry);
 	TAILQ_INSERT_TAIL(&k->waiters, w, kentry);
 	TAILQ_INSERT_TAIL(&s->waits, w, sentry);
 	s->nwaiters++;
-	if (!t->grace)
-		revoke_blockers(t, k, s, q->owner, q->start, q->end, q->mode);
+	if (!t->grace) {
+		if (l != NULL && l->k == pk)
+			revoke_parent(t, pk, s);
+		else
+			revoke_blockers(t, k, s, q->owner, q->start, q->end,
+			    q->mode);
+	}
 	r = 1;
 out:
 	key_gc(t, k);
+	if (pk != NULL)
+		key_gc(t, pk);
+	run_dirty(t);
 	return r;
 }
 
@@ -798,6 +900,7 @@ table_unlock(struct table *t, struct table_sess *s, const struct table_req *q)
 	r = punch(k, s, q->owner, q->start, q->end);
 	run_queue(t, k);
 	key_gc(t, k);
+	run_dirty(t);
 	return r;
 }
 
@@ -812,9 +915,10 @@ table_cancel(struct table *t, struct table_sess *s, uint64_t reqid)
 		if (w->reqid != reqid)
 			continue;
 		k = w->k;
-		wait_free(w);
+		wait_free(t, w);
 		run_queue(t, k);
 		key_gc(t, k);
+		run_dirty(t);
 		return 0;
 	}
 	return -ENOENT;

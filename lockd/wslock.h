@@ -252,6 +252,15 @@ int	wslock_process(struct wslock *);
  */
 int	wslock_lock(struct wslock *, const struct wslock_range *, int mode,
 	    int flags, void *reqarg, uint64_t *reqid);
+/*
+ * wslock_lock for an object reached through the directory whose lock key
+ * is parent (parentlen bytes, copied): while nobody holds the object's
+ * key, the request also conflicts with another session's exclusive lock
+ * on the parent (PROTOCOL.md, "Objects under a directory's lock").
+ */
+int	wslock_lock_under(struct wslock *, const struct wslock_range *,
+	    const void *parent, size_t parentlen, int mode, int flags,
+	    void *reqarg, uint64_t *reqid);
 
 /*
  * Ask whether mode on the range could be granted now, without taking

@@ -73,7 +73,9 @@ check_lock_roundtrip(const struct wsl_frame *f, const struct wsl_lockreq *q)
 		abort();
 	if (wsl_dec_lock(&g, &d) < 0 || d.owner != q->owner ||
 	    d.start != q->start || d.end != q->end || d.keylen != q->keylen ||
-	    memcmp(d.key, q->key, q->keylen) != 0)
+	    memcmp(d.key, q->key, q->keylen) != 0 ||
+	    d.parentlen != q->parentlen || (q->parentlen != 0 &&
+	    memcmp(d.parent, q->parent, q->parentlen) != 0))
 		abort();
 	if (g.bodylen != f->bodylen || memcmp(g.body, f->body, g.bodylen) != 0)
 		abort();

@@ -222,7 +222,7 @@ t_lock_types(void **state)
 	struct wsl_buf		b = { 0 };
 	struct wsl_lockreq	q = { 42, 10, WSL_RANGE_END, WSL_EXCLUSIVE,
 				    WSL_LOCK_CACHED, 0x100000005ULL,
-				    (const uint8_t *)"ws/a/1:2", 8 }, d;
+				    (const uint8_t *)"ws/a/1:2", 8, NULL, 0 }, d;
 	struct wsl_frame	f;
 	size_t			i;
 
@@ -252,7 +252,7 @@ t_lock_bad_fields(void **state)
 {
 	struct wsl_buf		b = { 0 };
 	struct wsl_lockreq	q = { 1, 0, 10, WSL_SHARED, 0, 0,
-				    (const uint8_t *)"k", 1 }, d;
+				    (const uint8_t *)"k", 1, NULL, 0 }, d;
 	struct wsl_frame	f;
 	uint8_t			*body;
 
@@ -264,7 +264,9 @@ t_lock_bad_fields(void **state)
 	body[24] = 0;
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
 	body[24] = WSL_SHARED;
-	body[25] = 0x10;			/* unknown flag */
+	body[25] = 0x20;			/* unknown flag */
+	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
+	body[25] = WSL_LOCK_UNDER;		/* no parent follows */
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
 	body[25] = WSL_LOCK_QUIET | WSL_LOCK_WAIT;	/* quiet never waits */
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
@@ -289,13 +291,59 @@ t_lock_bad_fields(void **state)
 	wsl_buf_free(&b);
 }
 
+/* LOCK with UNDER carries the parent's key after its own; RECLAIM not. */
+static void
+t_lock_under(void **state)
+{
+	struct wsl_buf		 b = { 0 };
+	struct wsl_lockreq	 q = { 7, 0, WSL_RANGE_END, WSL_SHARED,
+				    WSL_LOCK_UNDER | WSL_LOCK_WAIT, 0,
+				    (const uint8_t *)"g/1/20", 6,
+				    (const uint8_t *)"g/1/3", 5 }, d;
+	struct wsl_frame	 f;
+	uint8_t			*body;
+
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), 0);
+	f = one_frame(&b);
+	assert_int_equal(wsl_dec_lock(&f, &d), 0);
+	assert_int_equal(d.flags, WSL_LOCK_UNDER | WSL_LOCK_WAIT);
+	assert_int_equal(d.keylen, 6);
+	assert_memory_equal(d.key, "g/1/20", 6);
+	assert_int_equal(d.parentlen, 5);
+	assert_memory_equal(d.parent, "g/1/3", 5);
+	check_body_strict(&f, (dec_fn)wsl_dec_lock);
+	/* A parent length of 0 is malformed. */
+	body = (uint8_t *)f.body;
+	body[24 + 2 + 2 + 6] = 0;
+	body[24 + 2 + 2 + 6 + 1] = 0;
+	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
+	wsl_buf_free(&b);
+	/* Without UNDER the parent is not sent. */
+	q.flags = WSL_LOCK_WAIT;
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), 0);
+	f = one_frame(&b);
+	assert_int_equal(f.len, 16 + 24 + 2 + 2 + 6);
+	assert_int_equal(wsl_dec_lock(&f, &d), 0);
+	assert_null(d.parent);
+	wsl_buf_free(&b);
+	/* The encoder refuses an empty parent, and UNDER on RECLAIM. */
+	q.flags = WSL_LOCK_UNDER;
+	q.parentlen = 0;
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), -EINVAL);
+	q.parentlen = 5;
+	assert_int_equal(wsl_enc_lock(&b, WSL_RECLAIM, 9, &q), 0);
+	f = one_frame(&b);
+	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
+	wsl_buf_free(&b);
+}
+
 static void
 t_lock_key_limits(void **state)
 {
 	struct wsl_buf		 b = { 0 };
 	uint8_t			*key = calloc(1, WSL_MAX_KEY + 1);
 	struct wsl_lockreq	 q = { 1, 0, 1, WSL_SHARED, 0, 0, key,
-				    WSL_MAX_KEY }, d;
+				    WSL_MAX_KEY, NULL, 0 }, d;
 	struct wsl_frame	 f;
 
 	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 1, &q), 0);
@@ -504,6 +552,7 @@ UNIT_MAIN(sodium_init() >= 0, NULL, NULL,
     cmocka_unit_test(t_welcome),
     cmocka_unit_test(t_lock_types),
     cmocka_unit_test(t_lock_bad_fields),
+    cmocka_unit_test(t_lock_under),
     cmocka_unit_test(t_lock_key_limits),
     cmocka_unit_test(t_small_replies),
     cmocka_unit_test(t_revoke),

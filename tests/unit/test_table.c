@@ -100,7 +100,7 @@ lk(struct fx *f, struct table_sess *s, uint64_t owner, uint64_t start,
     uint64_t end, uint8_t mode, uint8_t flags, uint64_t reqid)
 {
 	struct table_req	q = { (const uint8_t *)"k", 1, owner, start,
-				    end, mode, flags, reqid, 0 };
+				    end, mode, flags, reqid, 0, NULL, 0 };
 	uint64_t		t = 0;
 
 	return table_lock(f->t, s, &q, &t, NULL);
@@ -111,7 +111,7 @@ lkey(struct fx *f, struct table_sess *s, const char *key, uint8_t mode,
     uint8_t flags, uint64_t reqid)
 {
 	struct table_req	q = { (const uint8_t *)key, strlen(key), 0, 0,
-				    ALL, mode, flags, reqid, 0 };
+				    ALL, mode, flags, reqid, 0, NULL, 0 };
 	uint64_t		t = 0;
 
 	return table_lock(f->t, s, &q, &t, NULL);
@@ -122,7 +122,7 @@ ul(struct fx *f, struct table_sess *s, uint64_t owner, uint64_t start,
     uint64_t end)
 {
 	struct table_req	q = { (const uint8_t *)"k", 1, owner, start,
-				    end, 0, 0, 0, 0 };
+				    end, 0, 0, 0, 0, NULL, 0 };
 
 	return table_unlock(f->t, s, &q);
 }
@@ -510,7 +510,7 @@ t_tokens_grow(void **state)
 {
 	struct fx		*f = *state;
 	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 0, ALL, EX,
-				    0, 1, 0 };
+				    0, 1, 0, NULL, 0 };
 	uint64_t		 t1 = 0, t2 = 0;
 
 	assert_int_equal(table_lock(f->t, f->a, &q, &t1, NULL), 0);
@@ -528,7 +528,7 @@ t_test_reports_conflict(void **state)
 {
 	struct fx		*f = *state;
 	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 5, 6, SH,
-				    WSL_LOCK_TEST, 1, 0 };
+				    WSL_LOCK_TEST, 1, 0, NULL, 0 };
 	struct table_entry	 e;
 	uint64_t		 t = 0;
 
@@ -549,7 +549,7 @@ t_grace(void **state)
 {
 	struct fx		*f = *state;
 	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 0, ALL, EX,
-				    0, 0, 42 };
+				    0, 0, 42, NULL, 0 };
 
 	table_set_grace(f->t, 1);
 	assert_int_equal(lkey(f, f->c, "fresh", EX, 0, 1), -EBUSY);
@@ -577,7 +577,7 @@ t_reclaim_keeps_token(void **state)
 {
 	struct fx		*f = *state;
 	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 0, 10, SH,
-				    0, 0, 42 };
+				    0, 0, 42, NULL, 0 };
 	uint64_t		 t = 0;
 
 	table_set_grace(f->t, 1);
@@ -594,7 +594,7 @@ t_resync_drops_unannounced(void **state)
 {
 	struct fx		*f = *state;
 	struct table_req	 q = { (const uint8_t *)"k", 1, 1, 0, 10, EX,
-				    0, 0, 0 };
+				    0, 0, 0, NULL, 0 };
 
 	assert_int_equal(lk(f, f->a, 1, 0, 10, EX, 0, 1), 0);
 	assert_int_equal(lk(f, f->a, 1, 20, 30, EX, 0, 2), 0);
@@ -662,6 +662,138 @@ t_many_keys(void **state)
 	assert_int_equal(table_nkeys(f->t), 0);
 }
 
+/* lkey for an object reached through the directory key parent (UNDER). */
+static int
+lku(struct fx *f, struct table_sess *s, const char *key, const char *parent,
+    uint8_t mode, uint8_t flags, uint64_t reqid, struct table_entry *c)
+{
+	struct table_req	q = { (const uint8_t *)key, strlen(key), 0, 0,
+				    ALL, mode, flags, reqid, 0,
+				    (const uint8_t *)parent, strlen(parent) };
+	uint64_t		t = 0;
+
+	return table_lock(f->t, s, &q, &t, c);
+}
+
+static int
+ulkey(struct fx *f, struct table_sess *s, const char *key)
+{
+	struct table_req	q = { (const uint8_t *)key, strlen(key), 0, 0,
+				    ALL, 0, 0, 0, 0, NULL, 0 };
+
+	return table_unlock(f->t, s, &q);
+}
+
+#define CW	(WSL_LOCK_CACHED | WSL_LOCK_WAIT)
+
+/*
+ * A object nobody holds, reached through a directory another session
+ * holds exclusively, waits for that directory; the directory's holder
+ * itself passes those waiters; the waiter then queues for the object.
+ */
+static void
+t_under_waits_for_parent(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "P", EX, CW, 1), 0);
+	assert_int_equal(lku(f, f->b, "X", "P", SH, CW, 2, NULL), 1);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].kind, 'r');
+	assert_ptr_equal(evs[0].s, f->a);
+	/* The parent's holder is not queued behind b, who waits for it. */
+	assert_int_equal(lku(f, f->a, "X", "P", EX, CW, 3, NULL), 0);
+	/* The directory goes back: b now waits for a's lock on X. */
+	assert_int_equal(ulkey(f, f->a, "P"), 0);
+	assert_int_equal(nev, 2);
+	assert_int_equal(evs[1].kind, 'r');
+	assert_ptr_equal(evs[1].s, f->a);
+	assert_int_equal(ulkey(f, f->a, "X"), 0);
+	assert_int_equal(nev, 3);
+	assert_int_equal(evs[2].kind, 'g');
+	assert_ptr_equal(evs[2].s, f->b);
+	assert_int_equal(evs[2].reqid, 2);
+	table_sess_release(f->t, f->b);
+}
+
+/* Waiting only while nobody holds the object; a shared parent is no bar. */
+static void
+t_under_only_unheld_objects(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "P", EX, CW, 1), 0);
+	assert_int_equal(lkey(f, f->c, "X", SH, CW, 2), 0);
+	assert_int_equal(lku(f, f->b, "X", "P", SH, CW, 3, NULL), 0);
+	assert_int_equal(lkey(f, f->a, "Q", SH, CW, 4), 0);
+	assert_int_equal(lku(f, f->b, "Y", "Q", EX, CW, 5, NULL), 0);
+	/* The parent's holder's own requests pass. */
+	assert_int_equal(lku(f, f->a, "Z", "P", EX, CW, 6, NULL), 0);
+	assert_int_equal(nev, 0);
+}
+
+/* Quiet: refused, nobody disturbed; try: refused, parent revoked; test. */
+static void
+t_under_try_quiet_test(void **state)
+{
+	struct fx		*f = *state;
+	struct table_entry	 c;
+
+	assert_int_equal(lkey(f, f->a, "P", EX, CW, 1), 0);
+	assert_int_equal(lku(f, f->b, "X", "P", SH,
+	    WSL_LOCK_CACHED | WSL_LOCK_QUIET, 2, NULL), -EAGAIN);
+	assert_int_equal(nev, 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(lku(f, f->b, "X", "P", SH, WSL_LOCK_TEST, 3, &c),
+	    -EAGAIN);
+	assert_ptr_equal(c.sess, f->a);
+	assert_int_equal(c.keylen, 1);
+	assert_memory_equal(c.key, "P", 1);
+	assert_int_equal(nev, 0);
+	assert_int_equal(lku(f, f->b, "X", "P", EX, WSL_LOCK_CACHED, 4, NULL),
+	    -EAGAIN);
+	assert_int_equal(nev, 1);
+	assert_int_equal(evs[0].kind, 'r');
+	assert_ptr_equal(evs[0].s, f->a);
+	/* Once: a second try pushes no second revoke. */
+	assert_int_equal(lku(f, f->b, "X", "P", EX, WSL_LOCK_CACHED, 5, NULL),
+	    -EAGAIN);
+	assert_int_equal(nev, 1);
+	assert_int_equal(table_nkeys(f->t), 1);
+}
+
+/* The parent's holder expires: the waiters under it go; keys are freed. */
+static void
+t_under_parent_expires(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "P", EX, CW, 1), 0);
+	assert_int_equal(lku(f, f->b, "X", "P", EX, CW, 2, NULL), 1);
+	assert_int_equal(lku(f, f->c, "X", "P", SH, CW, 3, NULL), 1);
+	table_sess_release(f->t, f->a);
+	/* a's revoke, b's grant, then c waits for b (revoke). */
+	assert_int_equal(nev, 3);
+	assert_int_equal(evs[1].kind, 'g');
+	assert_ptr_equal(evs[1].s, f->b);
+	assert_int_equal(evs[2].kind, 'r');
+	assert_ptr_equal(evs[2].s, f->b);
+	assert_int_equal(ulkey(f, f->b, "X"), 0);
+	assert_int_equal(nev, 4);
+	assert_int_equal(evs[3].kind, 'g');
+	assert_ptr_equal(evs[3].s, f->c);
+	table_sess_release(f->t, f->c);
+	assert_int_equal(table_nkeys(f->t), 0);
+	/* A waiter cancelled or dropped leaves no parent key behind. */
+	assert_int_equal(lkey(f, f->a, "P", EX, CW, 4), 0);
+	assert_int_equal(lku(f, f->b, "X", "P", EX, CW, 5, NULL), 1);
+	assert_int_equal(table_cancel(f->t, f->b, 5), 0);
+	assert_int_equal(lku(f, f->c, "X", "P", EX, CW, 6, NULL), 1);
+	table_sess_drop_waiters(f->t, f->c);
+	table_sess_release(f->t, f->a);
+	assert_int_equal(table_nkeys(f->t), 0);
+}
+
 /* Every test of the table starts from a fresh one. */
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
@@ -693,4 +825,8 @@ UNIT_MAIN(1, NULL, NULL,
     TEST(t_resync_drops_unannounced),
     TEST(t_limits),
     TEST(t_invalid),
-    TEST(t_many_keys))
+    TEST(t_many_keys),
+    TEST(t_under_waits_for_parent),
+    TEST(t_under_only_unheld_objects),
+    TEST(t_under_try_quiet_test),
+    TEST(t_under_parent_expires))
