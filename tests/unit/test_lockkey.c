@@ -50,7 +50,8 @@ static void
 test_parse_refuses(void **state)
 {
 	static const char *const bad[] = {
-		"", "g", "g/", "g/1", "g/1/", "g//2", "g/1/2/", "g/1/2/3",
+		"", "g", "g/", "g/1", "g/1/", "g//2", "g/1/2/", "g/1/2/0",
+		"g/1/2/03", "g/1/2/3/", "g/1/2/3/4", "g//2/3",
 		"G/1/2", "/1/2", "gg/1/2", "g/01/2", "g/1/02", "g/+1/2",
 		"g/1/-2", "g/ 1/2", "g/1/2 ", "g/1/0x2",
 		"g/18446744073709551616/1", "ws/1/2",
@@ -72,7 +73,33 @@ test_parse_refuses(void **state)
 	assert_true(kind == 'g' && src == 1 && ino == 2);
 }
 
+/* The long form with a generation; 0 is the short form. */
+static void
+test_generation(void **state)
+{
+	char		buf[LOCKKEY_MAX], kind;
+	uint64_t	src, ino, gen;
+	size_t		n;
+
+	n = lockkey_format_gen('g', UINT64_MAX, UINT64_MAX, UINT64_MAX, buf,
+	    sizeof buf);
+	assert_int_equal(n, strlen("g/18446744073709551615/"
+	    "18446744073709551615/18446744073709551615"));
+	assert_int_equal(lockkey_parse_gen(buf, n, &kind, &src, &ino, &gen), 0);
+	assert_true(kind == 'g' && src == UINT64_MAX && ino == UINT64_MAX &&
+	    gen == UINT64_MAX);
+	n = lockkey_format_gen('g', 1, 2, 0, buf, sizeof buf);
+	assert_string_equal(buf, "g/1/2");
+	assert_int_equal(lockkey_parse_gen(buf, n, &kind, &src, &ino, &gen), 0);
+	assert_true(gen == 0);
+	n = lockkey_format_gen('g', 1, 2, 3, buf, sizeof buf);
+	assert_string_equal(buf, "g/1/2/3");
+	assert_int_equal(lockkey_parse(buf, n, &kind, &src, &ino), 0);
+	assert_true(src == 1 && ino == 2);
+}
+
 UNIT_MAIN(1, NULL, NULL,
+    cmocka_unit_test(test_generation),
     cmocka_unit_test(test_round_trip),
     cmocka_unit_test(test_format_refuses),
     cmocka_unit_test(test_parse_refuses))
