@@ -16,7 +16,7 @@
 
 #include <sodium.h>
 
-#define WSL_PROTO_VERSION	2	/* 1: no MAC after the handshake */
+#define WSL_PROTO_VERSION	3	/* 2: no LOCK UNDER; 1: no MAC */
 #define WSL_DEFAULT_PORT	7420
 
 /* Header: u32 length (whole frame), u16 version, u16 type, u64 request id. */

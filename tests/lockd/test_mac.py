@@ -11,7 +11,7 @@ import threading
 import time
 
 from lockdlib import (EAGAIN, HDR, Client, RawSession, frame, hello,
-                      lock_body, read_frames)
+                      lock_body, read_frames, VERSION)
 
 OK, ERROR, WELCOME = 0x0301, 0x0302, 0x0104
 LOCK, UNLOCK, LIST, LIST_ITEM, LIST_END = 0x0201, 0x0202, 0x0501, 0x0502, \
@@ -51,7 +51,7 @@ def test_bad_mac_closes_the_connection(env):
     rs = RawSession(srv)
     take(rs, b"victim", 1)
     body = struct.pack(">QQQH", 1, 0, 2**64 - 1, 6) + b"victim"
-    rs.sock.sendall(HDR.pack(HDR.size + len(body), 2, UNLOCK, 2) + body)
+    rs.sock.sendall(HDR.pack(HDR.size + len(body), VERSION, UNLOCK, 2) + body)
     assert rs.closed()
     assert b.lock_wait("b2", "victim", flags="-")[1] == -EAGAIN
     assert b.lock_wait("b3", "held", flags="-")[1] == -EAGAIN
