@@ -133,6 +133,13 @@ cluster_key(char kind, ino_t ino, char *buf, size_t len)
 	return lockkey_format(kind, cl.src_id, (uint64_t)ino, buf, len);
 }
 
+size_t
+cluster_key_gen(char kind, ino_t ino, uint64_t gen, char *buf, size_t len)
+{
+	return lockkey_format_gen(kind, cl.src_id, (uint64_t)ino, gen, buf,
+	    len);
+}
+
 static void
 cluster_queue_add(struct cluster_queue *q, void (*fn)(void *), void *arg)
 {

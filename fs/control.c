@@ -100,13 +100,13 @@ control_status(FILE *f, int json)
 {
 	struct op_row		 row = { f, json, 0 };
 	struct wslock_conn_stats cs;
-	unsigned long		 inodes, fds, gcount, gidle;
+	unsigned long		 inodes, fds, gcount, gidle, gcov;
 	unsigned long long	 removed = 0;
 	time_t			 last = 0;
 	int			 scratch, nws;
 
 	inode_stats(&inodes, &fds);
-	glock_stats(&gcount, &gidle);
+	glock_stats(&gcount, &gidle, &gcov);
 	scratch = scratchd_status(&last, &removed);
 	if (json) {
 		fputs("{\n  \"mountpoint\": ", f);
@@ -130,12 +130,14 @@ control_status(FILE *f, int json)
 		fprintf(f, ", \"state\": \"%s\", \"lease_left_ms\": %lld, "
 		    "\"cached\": %lu, \"idle\": %lu, \"waits\": %llu, "
 		    "\"timeouts\": %llu, \"revokes\": %llu, "
-		    "\"releases\": %llu, \"invalidations\": %llu},\n",
+		    "\"releases\": %llu, \"invalidations\": %llu, "
+		    "\"covered\": %lu, \"covered_total\": %llu},\n",
 		    cluster_state_name(),
 		    cluster_lease_left_ms(), gcount, gidle,
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
-		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS));
+		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS),
+		    gcov, stats_counter(SC_LOCKS_COVERED));
 		if (cluster_conn_stats(&cs) == 0) {
 			fprintf(f, "  \"lock_link\": {\"connects\": %llu, "
 			    "\"attempts\": %llu, \"attempts_since_down\": %llu, "
@@ -172,12 +174,14 @@ control_status(FILE *f, int json)
 	if (wsfs.conf.lockd != NULL)
 		fprintf(f, "locks:       %s as node %s: %s, lease left %lld ms; "
 		    "%lu cached (%lu idle); %llu waits, %llu timeouts, "
-		    "%llu revokes, %llu given back, %llu cache drops\n",
+		    "%llu revokes, %llu given back, %llu cache drops; "
+		    "%lu new objects under a directory's lock (%llu made)\n",
 		    wsfs.conf.lockd, wsfs.conf.node, cluster_state_name(),
 		    cluster_lease_left_ms(), gcount, gidle,
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
-		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS));
+		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS),
+		    gcov, stats_counter(SC_LOCKS_COVERED));
 	if (wsfs.conf.lockd != NULL && cluster_conn_stats(&cs) == 0)
 		fprintf(f, "lock link:   %s for %llu ms; %llu sessions, %llu "
 		    "connects tried (%llu since down); last error: %s\n",
@@ -234,12 +238,12 @@ control_metric(FILE *f, const char *name, const char *type, const char *help,
 static void
 control_metrics(FILE *f, void *arg)
 {
-	unsigned long		inodes, fds, gcount, gidle;
+	unsigned long		inodes, fds, gcount, gidle, gcov;
 	unsigned long long	removed = 0;
 	time_t			last = 0;
 
 	inode_stats(&inodes, &fds);
-	glock_stats(&gcount, &gidle);
+	glock_stats(&gcount, &gidle, &gcov);
 	fprintf(f, "# HELP wsfs_operations_total FUSE operations served.\n"
 	    "# TYPE wsfs_operations_total counter\n"
 	    "# HELP wsfs_operation_errors_total Operations answered with an "
@@ -273,6 +277,12 @@ control_metrics(FILE *f, void *arg)
 	control_metric(f, "wsfs_lock_cache_invalidations_total", "counter",
 	    "Kernel caches dropped when a lock was given back or lost.",
 	    (double)stats_counter(SC_CACHE_INVALS));
+	control_metric(f, "wsfs_locks_covered", "gauge", "New objects used "
+	    "under their directory's exclusive lock, without a lock of their "
+	    "own.", (double)gcov);
+	control_metric(f, "wsfs_locks_covered_total", "counter", "New objects "
+	    "covered by their directory's lock.",
+	    (double)stats_counter(SC_LOCKS_COVERED));
 	control_metric(f, "wsfs_confinement_refusals_total", "counter",
 	    "Operations refused by the confinement rules.",
 	    (double)stats_counter(SC_CONFINE_REFUSED));

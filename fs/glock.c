@@ -31,6 +31,38 @@
  * daemon stops dead: the server frees a silent node's locks only after a
  * whole lease.
  *
+ * Objects made under a directory's lock. A regular file, symlink or
+ * special file this node makes in a directory whose exclusive lock it
+ * holds is *covered* by that hold: the node uses it as if it held the
+ * object's exclusive lock, without asking wslockd (no round trip per new
+ * object, and the create's reply may cache its attributes). Why no other
+ * node can see such an object unlocked:
+ *
+ *  - every lock request of this node names the directory its object was
+ *    reached through (LOCK UNDER, lockd/PROTOCOL.md), and while nobody
+ *    holds an object's key wslockd holds such a request off for as long
+ *    as another session holds that directory exclusively. A new object
+ *    has one name, in the covering directory, so another node can reach
+ *    it (lookup, listing, an unlocked stat of the backing store) only
+ *    through that directory, and cannot get its lock before the
+ *    directory is given back;
+ *  - giving the directory back forgets the objects it covers first: their
+ *    writes are made durable, their kernel caches dropped, then the server
+ *    is told (the same order as for a lock of its own). An operation on a
+ *    covered object counts as a user of the directory's lock, so the
+ *    directory is not given back in the middle of it;
+ *  - before a covered object gets a name elsewhere (link, a rename to
+ *    another directory) the node takes its own lock, UNDER the covering
+ *    directory, which it holds: granted at once, and from then on the
+ *    object is locked as any other;
+ *  - a lock is tied to one object, not only to its inode number: a node
+ *    that finds the number it holds a lock for on another object (the
+ *    handle differs: the old one was removed and the number reused) gives
+ *    the lock back before it uses it for the new one, so a lock held for
+ *    a dead object never covers a new one of the same number. Only
+ *    objects with a file handle are covered, and directories never are
+ *    (what is made in a directory needs the directory's own lock).
+ *
  * No operation waits for a lock in the calling thread: glock_set_lock
  * either has every lock of the set now, or parks the set and calls back
  * from the operations thread once it has them, or with -EIO after
@@ -77,8 +109,14 @@ enum glock_ask {
 struct glock {
 	struct cluster_waiter	 w;		/* must be first */
 	ino_t			 ino;		/* const: tree key */
-	char			 key[64];	/* const */
-	size_t			 keylen;	/* const */
+	/*
+	 * The object it is for: the inode number and its birth time (0
+	 * unknown), both in the key. Changed only while nothing holds,
+	 * wants or uses it (glock_prepare_locked).
+	 */
+	uint64_t		 birth;
+	char			 key[LOCKKEY_MAX];
+	size_t			 keylen;
 	/* All below: guarded by gl.lock. */
 	struct file_handle	*fh;		/* to fsync; may be NULL */
 	fuse_ino_t		 nodeid;	/* the one FUSE inode cached */
@@ -94,6 +132,14 @@ struct glock {
 	int			 names;		/* names cached under this hold */
 	int			 lost;		/* lost while being given back */
 	int			 gone;		/* its last name was removed */
+	int			 foreign;	/* held for another object */
+	ino_t			 parent;	/* directory reached through */
+	uint64_t		 parent_birth;
+	/* Covered (see the top): the directory hold it was made under. */
+	struct glock		*cover;
+	unsigned int		 cover_users;	/* of users, counted in cover's */
+	TAILQ_ENTRY(glock)	 centry;	/* on cover->covered */
+	TAILQ_HEAD(, glock)	 covered;	/* directories: what they cover */
 	unsigned int		 users;		/* operations holding it */
 	unsigned int		 waiters;	/* sets parked on it */
 	uint64_t		 acquired_ms;
@@ -117,6 +163,7 @@ static struct {
 	uint64_t		 revoke_due;	/* a revoked lock's hold ends */
 	TAILQ_HEAD(, glock)	 parked;	/* glocks with parked sets */
 	unsigned long long	 invals;	/* cache drops at release */
+	unsigned long		 ncovered;	/* glocks with a cover */
 	int			 epoch_ok;	/* the kernel knows INC_EPOCH */
 	/* Regular files given back since the last application lock grant. */
 	fuse_ino_t		 released[GLOCK_RELEASED_MAX];
@@ -206,15 +253,26 @@ glock_lru_add_locked(struct glock *g)
 	}
 }
 
+/* Whether g is covered by a directory hold the node may rely on now. */
+static int
+glock_covered_locked(const struct glock *g)
+{
+	const struct glock	*c = g->cover;
+
+	return c != NULL && g->held == 0 && c->held == WSLOCK_EXCLUSIVE &&
+	    !c->releasing && !c->foreign;
+}
+
 /*
- * Whether the node may rely on g in mode now: held, not being given back,
- * and the lease not in doubt.
+ * Whether the node may rely on g in mode now: held (or covered), not
+ * being given back, and the lease not in doubt.
  */
 static int
 glock_valid_locked(struct glock *g, int mode)
 {
-	return g->held >= mode && !g->releasing &&
-	    wslock_lease_left(cluster_handle()) > 0;
+	if (g->foreign || wslock_lease_left(cluster_handle()) <= 0)
+		return 0;
+	return (g->held >= mode && !g->releasing) || glock_covered_locked(g);
 }
 
 static void glock_done(struct cluster_waiter *w, int status, uint64_t token);
@@ -222,6 +280,44 @@ static void glock_maybe_release_locked(struct glock *g, uint64_t now);
 static void glock_kick_locked(struct glock *g, uint64_t now);
 static void glock_kick_all_locked(uint64_t now);
 static void glock_trim_locked(uint64_t now);
+
+/* g has no users any more: back to the LRU, given back if revoked. */
+static void
+glock_idle_locked(struct glock *g, uint64_t now, int kick)
+{
+	if (g->users > 0)
+		return;
+	glock_lru_add_locked(g);
+	glock_maybe_release_locked(g, now);
+	if (g->waiters > 0) {
+		if (kick)
+			glock_kick_locked(g, now);
+		else
+			cluster_wake();
+	}
+}
+
+/*
+ * g is no longer covered: it got its own lock, its name was removed, or
+ * its cover is being given back. Users it counted in the cover's lock
+ * rely on g's own lock from now on.
+ */
+static void
+glock_uncover_locked(struct glock *g, uint64_t now)
+{
+	struct glock	*c = g->cover;
+
+	if (c == NULL)
+		return;
+	TAILQ_REMOVE(&c->covered, g, centry);
+	g->cover = NULL;
+	gl.ncovered--;
+	if (g->cover_users > 0) {
+		c->users -= g->cover_users;
+		g->cover_users = 0;
+		glock_idle_locked(c, now, 0);
+	}
+}
 
 static struct glock *
 glock_find_locked(ino_t ino, int create)
@@ -236,7 +332,8 @@ glock_find_locked(ino_t ino, int create)
 	g->w.done = glock_done;
 	g->ino = ino;
 	TAILQ_INIT(&g->parked);
-	g->keylen = cluster_key('g', ino, g->key, sizeof g->key);
+	TAILQ_INIT(&g->covered);
+	g->keylen = cluster_key_gen('g', ino, 0, g->key, sizeof g->key);
 	if ((slot = tsearch(g, &gl.tree, glock_cmp)) == NULL) {
 		free(g);
 		return NULL;
@@ -251,16 +348,22 @@ glock_by_key_locked(const void *key, size_t keylen)
 	uint64_t	src, ino;
 	char		kind;
 
-	if (lockkey_parse(key, keylen, &kind, &src, &ino) < 0)
+	struct glock	*g;
+	uint64_t	 gen;
+
+	if (lockkey_parse_gen(key, keylen, &kind, &src, &ino, &gen) < 0 ||
+	    (g = glock_find_locked((ino_t)ino, 0)) == NULL ||
+	    g->keylen != keylen || memcmp(g->key, key, keylen) != 0)
 		return NULL;
-	return glock_find_locked((ino_t)ino, 0);
+	return g;
 }
 
 /* Forget g if nothing uses, wants or waits for it: memory stays bounded. */
 static void
 glock_gc_locked(struct glock *g)
 {
-	if (g->held || g->users || g->waiters || g->want || g->releasing)
+	if (g->held || g->users || g->waiters || g->want || g->releasing ||
+	    g->cover != NULL || !TAILQ_EMPTY(&g->covered))
 		return;
 	tdelete(g, &gl.tree, glock_cmp);
 	gl.count--;
@@ -337,15 +440,20 @@ glock_done(struct cluster_waiter *w, int status, uint64_t token)
 	pthread_mutex_lock(&gl.lock);
 	if (status == 0) {
 		if (g->want > g->held) {
-			/* A new hold, unless it upgrades the one we had. */
-			if (g->held == 0) {
+			/*
+			 * A new hold, unless it upgrades the one we had or
+			 * takes over from a cover (the same use goes on).
+			 */
+			if (g->held == 0 && !glock_covered_locked(g)) {
 				g->gen++;
 				g->names = 0;
 				g->gone = 0;
-				g->acquired_ms = now;
 			}
+			if (g->held == 0)
+				g->acquired_ms = now;
 			g->held = g->want;
 		}
+		glock_uncover_locked(g, now);
 		glock_history("grant", g, g->held, token);
 		g->no_upgrade = 0;
 		glock_lru_add_locked(g);
@@ -397,7 +505,7 @@ glock_open_for_sync(const struct file_handle *fh)
 }
 
 static void
-glock_fsync(const struct glock *g, const struct file_handle *fh)
+glock_fsync(const char *key, const struct file_handle *fh)
 {
 	int	fd;
 
@@ -405,8 +513,142 @@ glock_fsync(const struct glock *g, const struct file_handle *fh)
 		return;
 	if (fsync(fd) == -1)
 		log_warn("node %s: fsync before giving back %s: %s",
-		    wsfs.conf.node, g->key, strerror(errno));
+		    wsfs.conf.node, key, strerror(errno));
 	close(fd);
+}
+
+static struct file_handle *
+glock_fh_dup(const struct file_handle *fh)
+{
+	struct file_handle	*c;
+
+	if (fh == NULL || (c = malloc(sizeof *fh + fh->handle_bytes)) == NULL)
+		return NULL;
+	memcpy(c, fh, sizeof *fh + fh->handle_bytes);
+	return c;
+}
+
+/*
+ * A covered object that nothing uses is removed, or another object has
+ * its number: it stops being this node's (nothing to make durable for
+ * a removed one; a replaced one was removed too).
+ */
+static void
+glock_forget_cover_locked(struct glock *g)
+{
+	glock_history("release", g, WSLOCK_EXCLUSIVE, 0);
+	g->dirty = 0;
+	g->foreign = 0;
+	glock_uncover_locked(g, cluster_now_ms());
+}
+
+/* What giving back a directory's hold must do for an object it covered. */
+struct glock_kid {
+	char			 key[LOCKKEY_MAX];
+	fuse_ino_t		 nodeid;
+	struct file_handle	*fh;		/* written: fsync it; or NULL */
+	int			 reg;
+};
+
+/*
+ * The directory d is being given back or was lost: forget every object
+ * its hold covers (they are no longer this node's), returning what must
+ * be made durable (sync) and dropped from the kernel before the server
+ * learns; *n entries, the caller's to free. *nomem: some could not
+ * be recorded, sync the whole filesystem instead.
+ */
+static struct glock_kid *
+glock_take_covered_locked(struct glock *d, int sync, size_t *n, int *nomem)
+{
+	struct glock_kid	*v;
+	struct glock		*g;
+	size_t			 cnt = 0, i = 0;
+	uint64_t		 now = cluster_now_ms();
+
+	*n = 0;
+	*nomem = 0;
+	TAILQ_FOREACH(g, &d->covered, centry)
+		cnt++;
+	if (cnt == 0)
+		return NULL;
+	if ((v = calloc(cnt, sizeof *v)) == NULL)
+		*nomem = 1;
+	while ((g = TAILQ_FIRST(&d->covered)) != NULL) {
+		if (v != NULL) {
+			memcpy(v[i].key, g->key, sizeof v[i].key);
+			v[i].nodeid = g->nodeid;
+			v[i].reg = g->type == S_IFREG;
+			if (sync && g->dirty && !g->gone && g->fh != NULL &&
+			    (v[i].fh = glock_fh_dup(g->fh)) == NULL)
+				*nomem = 1;
+			i++;
+		} else if (g->nodeid != 0) {
+			/* Lock-free in the kernel, so safe under gl.lock. */
+			(void)fuse_lowlevel_notify_inval_inode(wsfs.se,
+			    g->nodeid, -1, 0);
+			if (g->type == S_IFREG &&
+			    gl.nreleased < GLOCK_RELEASED_MAX)
+				gl.released[gl.nreleased++] = g->nodeid;
+		}
+		if (g->held == 0) {
+			glock_history("release", g, WSLOCK_EXCLUSIVE, 0);
+			g->dirty = 0;
+		}
+		glock_uncover_locked(g, now);
+		glock_gc_locked(g);
+	}
+	*n = i;
+	return v;
+}
+
+/*
+ * Make the forgotten objects durable and drop the kernel's attributes of
+ * them, before the server learns the directory is free. Their pages go
+ * after the release, as for a lock of their own (glock_kids_drop_pages).
+ */
+static void
+glock_kids_sync_drop(struct glock_kid *v, size_t n, int nomem)
+{
+	size_t	i;
+
+	if (nomem && syncfs(wsfs.source_fd_rd) == -1)
+		log_warn("node %s: syncfs before giving a lock back: %s",
+		    wsfs.conf.node, strerror(errno));
+	for (i = 0; i < n; i++) {
+		glock_fsync(v[i].key, v[i].fh);
+		free(v[i].fh);
+		v[i].fh = NULL;
+		if (v[i].nodeid != 0)
+			glock_drop_caches(v[i].nodeid, 0);
+	}
+}
+
+/*
+ * The directory's release is recorded (gl.lock held): the covered regular
+ * files count as given back, so the next application lock grant drops
+ * their pages (glock_drop_stale_pages) as it does a released file's.
+ */
+static void
+glock_kids_released_locked(const struct glock_kid *v, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		if (v[i].reg && v[i].nodeid != 0 &&
+		    gl.nreleased < GLOCK_RELEASED_MAX)
+			gl.released[gl.nreleased++] = v[i].nodeid;
+}
+
+/* After the release: drop the covered regular files' pages (mappings). */
+static void
+glock_kids_drop_pages(const struct glock_kid *v, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		if (v[i].reg && v[i].nodeid != 0)
+			cluster_defer_inval(glock_drop_pages,
+			    (void *)(uintptr_t)v[i].nodeid);
 }
 
 /*
@@ -419,10 +661,14 @@ glock_do_release(void *arg)
 	struct glock		*g = arg;
 	struct wslock_range	 r;
 	struct file_handle	*fh = NULL;
+	struct glock_kid	*kids;
+	size_t			 nkids;
 	fuse_ino_t		 nodeid;
-	int			 dirty, names, reg;
+	int			 dirty, names, reg, nomem;
 
 	pthread_mutex_lock(&gl.lock);
+	/* What this hold covers goes first (see the top). */
+	kids = glock_take_covered_locked(g, 1, &nkids, &nomem);
 	/*
 	 * An object without a name (its last one removed under this lock)
 	 * has nothing to make durable for another node, which can reach it
@@ -432,12 +678,12 @@ glock_do_release(void *arg)
 	names = g->names && g->type == S_IFDIR && !g->gone;
 	nodeid = g->nodeid;
 	reg = g->type == S_IFREG;
-	if (dirty && g->fh != NULL && (fh = malloc(sizeof *g->fh +
-	    g->fh->handle_bytes)) != NULL)
-		memcpy(fh, g->fh, sizeof *g->fh + g->fh->handle_bytes);
-	pthread_mutex_unlock(&gl.lock);
 	if (dirty)
-		glock_fsync(g, fh);
+		fh = glock_fh_dup(g->fh);
+	pthread_mutex_unlock(&gl.lock);
+	glock_kids_sync_drop(kids, nkids, nomem);
+	if (dirty)
+		glock_fsync(g->key, fh);
 	free(fh);
 	glock_drop_caches(nodeid, names);
 	pthread_mutex_lock(&gl.lock);
@@ -447,6 +693,7 @@ glock_do_release(void *arg)
 	 */
 	if (reg && nodeid != 0 && gl.nreleased < GLOCK_RELEASED_MAX)
 		gl.released[gl.nreleased++] = nodeid;
+	glock_kids_released_locked(kids, nkids);
 	glock_range(g, &r);
 	if (!g->lost)
 		glock_history("release", g, g->held, 0);
@@ -460,12 +707,21 @@ glock_do_release(void *arg)
 	g->releasing = 0;
 	g->names = 0;
 	g->no_upgrade = 0;
+	if (g->foreign) {
+		/* Held for an object that is gone: free for the new one. */
+		g->foreign = 0;
+		free(g->fh);
+		g->fh = NULL;
+		g->nodeid = 0;
+	}
 	glock_kick_locked(g, cluster_now_ms());
 	glock_gc_locked(g);
 	pthread_mutex_unlock(&gl.lock);
 	cluster_wake();
 	if (reg && nodeid != 0)
 		cluster_defer_inval(glock_drop_pages, (void *)(uintptr_t)nodeid);
+	glock_kids_drop_pages(kids, nkids);
+	free(kids);
 }
 
 static void
@@ -540,12 +796,17 @@ glock_revoke(const void *key, size_t keylen)
 static void
 glock_lost(const void *key, size_t keylen)
 {
-	struct glock	*g;
-	fuse_ino_t	 nodeid = 0;
-	int		 names = 0, had = 0;
+	struct glock		*g;
+	struct glock_kid	*kids = NULL;
+	fuse_ino_t		 nodeid = 0;
+	size_t			 nkids = 0;
+	int			 names = 0, had = 0, nomem;
 
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_by_key_locked(key, keylen)) != NULL && g->held &&
+	/* What a lost directory lock covered is lost with it. */
+	if ((g = glock_by_key_locked(key, keylen)) != NULL)
+		kids = glock_take_covered_locked(g, 0, &nkids, &nomem);
+	if (g != NULL && g->held &&
 	    g->releasing && !g->lost) {
 		/*
 		 * Lost while its release waits (an fsync on storage that
@@ -567,7 +828,11 @@ glock_lost(const void *key, size_t keylen)
 		glock_kick_locked(g, cluster_now_ms());
 		glock_gc_locked(g);
 	}
+	glock_kids_released_locked(kids, nkids);
 	pthread_mutex_unlock(&gl.lock);
+	glock_kids_sync_drop(kids, nkids, 0);
+	glock_kids_drop_pages(kids, nkids);
+	free(kids);
 	if (had)
 		glock_drop_caches(nodeid, names);
 }
@@ -628,23 +893,83 @@ glock_log_timeout(struct inode *in, const char *key, const char *why)
 	    in ? (unsigned long long)in->ws : 0, key);
 }
 
-/* Find or make the lock of a backing inode and remember how to reach it. */
+/* Where in is, for its lock: its birth time and its directory. */
+static void
+glock_where_of(struct inode *in, struct glock_where *w)
+{
+	memset(w, 0, sizeof *w);
+	if (in == NULL)
+		return;
+	w->birth = in->birth;
+	if (in->type != S_IFDIR)
+		inode_dir_of(in, &w->dir, &w->dir_birth);
+}
+
+static int
+glock_fh_eq(const struct file_handle *a, const struct file_handle *b)
+{
+	return a->handle_type == b->handle_type &&
+	    a->handle_bytes == b->handle_bytes &&
+	    memcmp(a->f_handle, b->f_handle, a->handle_bytes) == 0;
+}
+
+/*
+ * Find or make the lock of a backing inode and remember how to reach it;
+ * dir: the directory it was reached through (0: the inode's own). A
+ * lock held for another object of the same number (its handle differs)
+ * is given back before it serves this one (see the top).
+ */
 static struct glock *
-glock_prepare_locked(ino_t ino, struct inode *in)
+glock_prepare_locked(ino_t ino, struct inode *in, const struct glock_where *w)
 {
 	struct glock	*g;
+	uint64_t	 birth = w->birth;
 
 	if ((g = glock_find_locked(ino, 1)) == NULL)
 		return NULL;
-	if (in != NULL) {
-		if (g->nodeid == 0)
-			g->nodeid = (fuse_ino_t)(uintptr_t)in;
-		g->type = in->type;
-		if (g->fh == NULL && in->fh != NULL &&
-		    (g->fh = malloc(sizeof *in->fh + in->fh->handle_bytes)))
-			memcpy(g->fh, in->fh, sizeof *in->fh +
-			    in->fh->handle_bytes);
+	if (w->dir != 0) {
+		g->parent = w->dir;
+		g->parent_birth = w->dir_birth;
 	}
+	if (birth == 0 && in != NULL)
+		birth = in->birth;
+	/*
+	 * Another object under the number: by its birth time or, where the
+	 * storage has none, by its handle.
+	 */
+	if ((birth != 0 && birth != g->birth) || (in != NULL &&
+	    in->fh != NULL && g->fh != NULL && !glock_fh_eq(in->fh, g->fh))) {
+		if (g->cover != NULL && !g->held && !g->want && !g->users)
+			glock_forget_cover_locked(g);
+		if (g->held || g->want || g->releasing || g->users ||
+		    g->cover != NULL) {
+			if (!g->foreign)
+				log_debug("node %s: lock %s held for another "
+				    "object of that number: giving it back",
+				    wsfs.conf.node, g->key);
+			g->foreign = 1;
+			g->revoke = 1;
+			g->acquired_ms = 0;
+			glock_maybe_release_locked(g, cluster_now_ms());
+			return g;
+		}
+		free(g->fh);
+		g->fh = NULL;
+		g->nodeid = 0;
+		g->foreign = 0;
+		if (birth != 0 && birth != g->birth) {
+			g->birth = birth;
+			g->keylen = cluster_key_gen('g', ino, birth, g->key,
+			    sizeof g->key);
+		}
+	}
+	if (in == NULL)
+		return g;
+	if (g->nodeid == 0)
+		g->nodeid = (fuse_ino_t)(uintptr_t)in;
+	g->type = in->type;
+	if (g->fh == NULL)
+		g->fh = glock_fh_dup(in->fh);
 	return g;
 }
 
@@ -653,9 +978,15 @@ static int
 glock_ask_locked(struct glock *g, int mode, enum glock_ask ask)
 {
 	struct wslock_range	r;
+	char			pkey[LOCKKEY_MAX];
+	size_t			plen = 0;
 	int			flags, ret;
 
 	glock_range(g, &r);
+	/* Every object but a directory names the one it was reached by. */
+	if (g->type != S_IFDIR && g->parent != 0)
+		plen = cluster_key_gen('g', g->parent, g->parent_birth, pkey,
+		    sizeof pkey);
 	/*
 	 * A hint or an upgrade is a quiet try-lock: looking at an object
 	 * makes no other node give its lock back (a failed upgrade gives the
@@ -664,8 +995,10 @@ glock_ask_locked(struct glock *g, int mode, enum glock_ask ask)
 	flags = WSLOCK_CACHED | (ask == ASK_WAIT ? WSLOCK_WAIT : WSLOCK_QUIET);
 	g->want = mode;
 	g->ask = ask;
-	if ((ret = wslock_lock(cluster_handle(), &r, mode, flags, &g->w,
-	    &g->reqid)) < 0) {
+	ret = plen > 0 ? wslock_lock_under(cluster_handle(), &r, pkey, plen,
+	    mode, flags, &g->w, &g->reqid) : wslock_lock(cluster_handle(), &r,
+	    mode, flags, &g->w, &g->reqid);
+	if (ret < 0) {
 		g->want = 0;
 		g->ask = ASK_NONE;
 		return ret;
@@ -677,10 +1010,25 @@ glock_ask_locked(struct glock *g, int mode, enum glock_ask ask)
 /*
  * One step of taking g in mode: 1 if held now (one more user), 0 if the
  * caller must wait (a request is on its way, or a release), or -errno.
+ * own: a cover is not enough (the object gets a name elsewhere).
  */
 static int
-glock_step_locked(struct glock *g, int mode, uint64_t now)
+glock_step_locked(struct glock *g, int mode, int own, uint64_t now)
 {
+	if (glock_covered_locked(g) && !g->foreign &&
+	    wslock_lease_left(cluster_handle()) > 0) {
+		if (!own) {
+			g->users++;
+			g->cover_users++;
+			g->cover->users++;
+			glock_lru_del_locked(g->cover);
+			return 1;
+		}
+		/* Under the covering directory, which this node holds. */
+		if (g->want == 0)
+			return glock_ask_locked(g, WSLOCK_EXCLUSIVE, ASK_WAIT);
+		return 0;
+	}
 	/* A revoked lock takes new users only during its minimum hold. */
 	if (glock_valid_locked(g, mode) && (!g->revoke ||
 	    now < g->acquired_ms + GLOCK_MIN_HOLD_MS)) {
@@ -737,16 +1085,17 @@ glock_set_drop_locked(struct glock_set *s, int kick)
 	while (s->nheld > 0) {
 		g = s->g[--s->nheld];
 		s->g[s->nheld] = NULL;
+		if (g->cover_users > 0) {
+			g->cover_users--;
+			g->cover->users--;
+			glock_idle_locked(g->cover, now, kick);
+		}
 		if (--g->users > 0)
 			continue;
-		glock_lru_add_locked(g);
-		glock_maybe_release_locked(g, now);
-		if (g->waiters > 0) {
-			if (kick)
-				glock_kick_locked(g, now);
-			else
-				cluster_wake();
-		}
+		if (g->cover != NULL && g->held == 0 && (g->gone || g->foreign))
+			glock_forget_cover_locked(g);
+		glock_idle_locked(g, now, kick);
+		glock_gc_locked(g);
 	}
 	glock_trim_locked(now);
 }
@@ -762,12 +1111,14 @@ glock_set_advance_locked(struct glock_set *s, uint64_t now)
 	int		 r;
 
 	while (s->nheld < s->n) {
-		g = glock_prepare_locked(s->ino[s->nheld], s->in[s->nheld]);
+		g = glock_prepare_locked(s->ino[s->nheld], s->in[s->nheld],
+		    &s->where[s->nheld]);
 		if (g == NULL) {
 			glock_set_drop_locked(s, 0);
 			return -ENOMEM;
 		}
-		if ((r = glock_step_locked(g, s->mode[s->nheld], now)) < 0) {
+		if ((r = glock_step_locked(g, s->mode[s->nheld],
+		    s->own[s->nheld], now)) < 0) {
 			glock_set_drop_locked(s, 0);
 			return r;
 		}
@@ -847,8 +1198,9 @@ glock_set_init(struct glock_set *s)
  * (exclusive wins). ino 0 is skipped; in may be NULL where only the
  * number is known.
  */
-void
-glock_set_add(struct glock_set *s, ino_t ino, struct inode *in, int exclusive)
+static void
+glock_set_put(struct glock_set *s, ino_t ino, struct inode *in,
+    const struct glock_where *w, int exclusive, int own)
 {
 	int	i, j, mode = exclusive ? WSLOCK_EXCLUSIVE : WSLOCK_SHARED;
 
@@ -860,6 +1212,9 @@ glock_set_add(struct glock_set *s, ino_t ino, struct inode *in, int exclusive)
 				s->mode[i] = mode;
 			if (s->in[i] == NULL)
 				s->in[i] = in;
+			if (s->where[i].dir == 0)
+				s->where[i] = *w;
+			s->own[i] |= own;
 			return;
 		}
 		if (s->ino[i] > ino)
@@ -871,11 +1226,42 @@ glock_set_add(struct glock_set *s, ino_t ino, struct inode *in, int exclusive)
 		s->ino[j] = s->ino[j - 1];
 		s->in[j] = s->in[j - 1];
 		s->mode[j] = s->mode[j - 1];
+		s->where[j] = s->where[j - 1];
+		s->own[j] = s->own[j - 1];
 	}
 	s->ino[i] = ino;
 	s->in[i] = in;
 	s->mode[i] = mode;
+	s->where[i] = *w;
+	s->own[i] = own;
 	s->n++;
+}
+
+void
+glock_set_add(struct glock_set *s, ino_t ino, struct inode *in, int exclusive)
+{
+	struct glock_where	w;
+
+	glock_where_of(in, &w);
+	glock_set_put(s, ino, in, &w, exclusive, 0);
+}
+
+void
+glock_set_add_named(struct glock_set *s, ino_t ino, uint64_t birth,
+    struct inode *dir, int own)
+{
+	struct glock_where	w = { birth, dir->ino, dir->birth };
+
+	glock_set_put(s, ino, NULL, &w, 1, own);
+}
+
+void
+glock_set_add_own(struct glock_set *s, struct inode *in)
+{
+	struct glock_where	w;
+
+	glock_where_of(in, &w);
+	glock_set_put(s, in->ino, in, &w, 1, 1);
 }
 
 /*
@@ -960,14 +1346,16 @@ glock_set_log_timeout(struct glock_set *s)
 static double
 glock_timeout(struct inode *in, int names)
 {
-	struct glock	*g;
-	int64_t		 left;
-	double		 t = 0;
+	struct glock_where	 w;
+	struct glock		*g;
+	int64_t			 left;
+	double			 t = 0;
 
 	if (in == NULL)
 		return 0;
+	glock_where_of(in, &w);
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_prepare_locked(in->ino, in)) == NULL)
+	if ((g = glock_prepare_locked(in->ino, in, &w)) == NULL)
 		goto out;
 	if (glock_valid_locked(g, WSLOCK_SHARED) &&
 	    g->nodeid == (fuse_ino_t)(uintptr_t)in) {
@@ -1014,13 +1402,15 @@ glock_entry_timeout(struct inode *parent)
 int
 glock_open_keep_cache(struct inode *in)
 {
-	struct glock	*g;
-	int		 keep = 0;
+	struct glock_where	 w;
+	struct glock		*g;
+	int			 keep = 0;
 
 	if (!cluster_enabled())
 		return 1;
+	glock_where_of(in, &w);
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_prepare_locked(in->ino, in)) != NULL) {
+	if ((g = glock_prepare_locked(in->ino, in, &w)) != NULL) {
 		if (glock_valid_locked(g, WSLOCK_SHARED) &&
 		    g->nodeid == (fuse_ino_t)(uintptr_t)in) {
 			keep = g->open_gen == g->gen;
@@ -1078,22 +1468,45 @@ glock_pages_stale(struct inode *in)
 }
 
 /*
- * An object this node just made: ask for its exclusive lock now, without
- * waiting, so that the grant is usually there when it is first changed.
+ * An object this node just made in dir, whose exclusive lock the change
+ * holds: covered by that hold (see the top) if it is not a directory,
+ * has a file handle, and its number has no lock of this node's already;
+ * else ask for its exclusive lock now, without waiting, so that the
+ * grant is usually there when it is first changed.
  */
 void
-glock_made(struct inode *in)
+glock_made(struct inode *in, struct inode *dir)
 {
-	struct glock	*g;
+	struct glock_where	 w = { in->birth, dir->ino, dir->birth };
+	struct glock		*g, *d;
 
-	if (!cluster_enabled() || in == NULL || cluster_degraded())
+	if (!cluster_enabled() || cluster_degraded())
 		return;
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_prepare_locked(in->ino, in)) != NULL) {
-		if (!g->held && !g->want && !g->releasing)
-			(void)glock_ask_locked(g, WSLOCK_EXCLUSIVE, ASK_WAIT);
-		glock_gc_locked(g);
-	}
+	if ((g = glock_prepare_locked(in->ino, in, &w)) == NULL)
+		goto out;
+	d = glock_find_locked(dir->ino, 0);
+	if (in->type != S_IFDIR && in->fh != NULL && g->birth != 0 &&
+	    d != NULL && d != g && d->birth == dir->birth &&
+	    d->users > 0 && glock_valid_locked(d, WSLOCK_EXCLUSIVE) &&
+	    d->held == WSLOCK_EXCLUSIVE && d->cover == NULL &&
+	    !g->held && !g->want && !g->releasing && !g->users &&
+	    !g->waiters && g->cover == NULL && !g->foreign &&
+	    gl.ncovered < (unsigned long)wsfs.conf.lock_cache) {
+		g->cover = d;
+		TAILQ_INSERT_TAIL(&d->covered, g, centry);
+		gl.ncovered++;
+		g->gen++;
+		g->names = 0;
+		g->gone = 0;
+		g->dirty = 0;
+		g->acquired_ms = cluster_now_ms();
+		glock_history("cover", g, WSLOCK_EXCLUSIVE, 0);
+		stats_count(SC_LOCKS_COVERED, 1);
+	} else if (!g->held && !g->want && !g->releasing && g->cover == NULL)
+		(void)glock_ask_locked(g, WSLOCK_EXCLUSIVE, ASK_WAIT);
+	glock_gc_locked(g);
+out:
 	pthread_mutex_unlock(&gl.lock);
 }
 
@@ -1173,17 +1586,25 @@ glock_drop_stale_pages(void)
  * file would otherwise have to take the lock from us.
  */
 void
-glock_gone(ino_t ino)
+glock_gone(ino_t ino, uint64_t birth)
 {
 	struct glock	*g;
 
 	if (!cluster_enabled() || ino == 0)
 		return;
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_find_locked(ino, 0)) != NULL && g->held) {
+	if ((g = glock_find_locked(ino, 0)) != NULL && g->birth != birth)
+		g = NULL;	/* the lock is another object's now */
+	if (g != NULL && g->held) {
 		g->gone = 1;
 		g->revoke = 1;
 		g->acquired_ms = 0;
+	} else if (g != NULL && g->cover != NULL) {
+		/* Forgotten once its last user is done (glock_set_drop). */
+		g->gone = 1;
+		if (g->users == 0)
+			glock_forget_cover_locked(g);
+		glock_gc_locked(g);
 	}
 	pthread_mutex_unlock(&gl.lock);
 }
@@ -1211,10 +1632,11 @@ glock_sync_one(const void *nodep, VISIT which, int depth)
 	if (which != postorder && which != leaf)
 		return;
 	/* The session ends next, and with it every lock. */
-	if (g->held)
-		glock_history("release", g, g->held, 0);
+	if (g->held || g->cover != NULL)
+		glock_history("release", g, g->held ? g->held :
+		    WSLOCK_EXCLUSIVE, 0);
 	if (g->dirty)
-		glock_fsync(g, g->fh);
+		glock_fsync(g->key, g->fh);
 }
 
 /* At unmount: make every written object durable; the session end frees. */
@@ -1227,11 +1649,13 @@ glock_release_all(void)
 }
 
 void
-glock_stats(unsigned long *count, unsigned long *idle)
+glock_stats(unsigned long *count, unsigned long *idle,
+    unsigned long *covered)
 {
 	pthread_mutex_lock(&gl.lock);
 	*count = gl.count;
 	*idle = gl.nlru;
+	*covered = gl.ncovered;
 	pthread_mutex_unlock(&gl.lock);
 }
 
@@ -1243,12 +1667,14 @@ glock_stats(unsigned long *count, unsigned long *idle)
 int
 glock_try(struct inode *in, int exclusive, struct glock **out)
 {
-	struct glock	*g;
-	int		 r;
+	struct glock_where	 w;
+	struct glock		*g;
+	int			 r;
 
 	*out = NULL;
 	if (!cluster_enabled())
 		return 0;
+	glock_where_of(in, &w);
 	if (glock_service_gone()) {
 		stats_count(SC_LOCK_TIMEOUTS, 1);
 		glock_log_timeout(in, "(service away)", "for longer than "
@@ -1256,10 +1682,10 @@ glock_try(struct inode *in, int exclusive, struct glock **out)
 		return -EIO;
 	}
 	pthread_mutex_lock(&gl.lock);
-	if ((g = glock_prepare_locked(in->ino, in)) == NULL)
+	if ((g = glock_prepare_locked(in->ino, in, &w)) == NULL)
 		r = -ENOMEM;
 	else if ((r = glock_step_locked(g, exclusive ? WSLOCK_EXCLUSIVE :
-	    WSLOCK_SHARED, cluster_now_ms())) == 1) {
+	    WSLOCK_SHARED, 0, cluster_now_ms())) == 1) {
 		*out = g;
 		r = 0;
 	} else if (r == 0)

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 
 #include <dirent.h>
@@ -300,6 +301,38 @@ inode_adrift_locked(struct inode *in)
 	in->detached = 1;
 }
 
+/* Record where in was seen; see inode_dir_of. */
+static void
+inode_dir_set_locked(struct inode *in, struct inode *dir)
+{
+	unsigned int	seq = in->dir_seq;
+
+	if (__atomic_load_n(&in->dir_ino, __ATOMIC_RELAXED) == dir->ino &&
+	    __atomic_load_n(&in->dir_birth, __ATOMIC_RELAXED) == dir->birth)
+		return;
+	__atomic_store_n(&in->dir_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&in->dir_ino, dir->ino, __ATOMIC_RELAXED);
+	__atomic_store_n(&in->dir_birth, dir->birth, __ATOMIC_RELAXED);
+	__atomic_store_n(&in->dir_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+void
+inode_dir_of(struct inode *in, ino_t *ino, uint64_t *birth)
+{
+	unsigned int	s1, s2;
+
+	do {
+		while ((s1 = __atomic_load_n(&in->dir_seq,
+		    __ATOMIC_ACQUIRE)) & 1)
+			;
+		*ino = __atomic_load_n(&in->dir_ino, __ATOMIC_RELAXED);
+		*birth = __atomic_load_n(&in->dir_birth, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&in->dir_seq, __ATOMIC_RELAXED);
+	} while (s1 != s2);
+}
+
 /*
  * The kernel now has dir/name -> in (unless the reply does not reach it:
  * then the name is one the kernel lacks, which costs at most a spurious
@@ -311,6 +344,7 @@ kname_set_locked(struct inode *dir, const char *name, struct inode *in)
 	struct kname	*k, **slot;
 	size_t		 len = strlen(name);
 
+	inode_dir_set_locked(in, dir);
 	if (!kname_kept(in))
 		return NULL;
 	if ((k = kname_find_locked(dir, name)) != NULL) {
@@ -708,6 +742,45 @@ inode_stat(struct inode *in, struct stat *st)
 }
 
 /*
+ * fstatat with the birth time: *birth in nanoseconds since the epoch, or
+ * 0 where the storage does not tell it (GlusterFS's FUSE client, for
+ * one). The one stat of a name that keys a cluster lock (glock.c), so
+ * that every node spells the same object's key the same way.
+ */
+int
+inode_statx(int dirfd, const char *name, int flags, struct stat *st,
+    uint64_t *birth)
+{
+	struct statx	stx;
+
+	if (statx(dirfd, name, flags | AT_STATX_SYNC_AS_STAT,
+	    STATX_BASIC_STATS | STATX_BTIME, &stx) == -1)
+		return -errno;
+	memset(st, 0, sizeof *st);
+	st->st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+	st->st_ino = stx.stx_ino;
+	st->st_mode = stx.stx_mode;
+	st->st_nlink = stx.stx_nlink;
+	st->st_uid = stx.stx_uid;
+	st->st_gid = stx.stx_gid;
+	st->st_rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor);
+	st->st_size = (off_t)stx.stx_size;
+	st->st_blksize = (blksize_t)stx.stx_blksize;
+	st->st_blocks = (blkcnt_t)stx.stx_blocks;
+	st->st_atim.tv_sec = stx.stx_atime.tv_sec;
+	st->st_atim.tv_nsec = stx.stx_atime.tv_nsec;
+	st->st_mtim.tv_sec = stx.stx_mtime.tv_sec;
+	st->st_mtim.tv_nsec = stx.stx_mtime.tv_nsec;
+	st->st_ctim.tv_sec = stx.stx_ctime.tv_sec;
+	st->st_ctim.tv_nsec = stx.stx_ctime.tv_nsec;
+	*birth = 0;
+	if ((stx.stx_mask & STATX_BTIME) && stx.stx_btime.tv_sec > 0)
+		*birth = (uint64_t)stx.stx_btime.tv_sec * 1000000000u +
+		    stx.stx_btime.tv_nsec;
+	return 0;
+}
+
+/*
  * The table key of the object st found in parent: a workspace root is
  * keyed by its own number; directories and symlinks also by the directory
  * they are seen in.
@@ -913,11 +986,13 @@ inode_adopt_in(struct inode *parent, const char *name, int fd,
 	struct inode		 key, *in, *neu, **slot;
 	struct file_handle	*fh = NULL;
 	struct stat		 st;
-	int			 lazy = inode_handles_lazy();
+	uint64_t		 birth;
+	int			 lazy = inode_handles_lazy(), r;
 
-	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
+	if ((r = inode_statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, &st,
+	    &birth)) < 0) {
 		close(fd);
-		return -errno;
+		return r;
 	}
 	/* The mount root shows directories only: each is a workspace. */
 	if (parent == &itab.root && !S_ISDIR(st.st_mode)) {
@@ -945,7 +1020,8 @@ inode_adopt_in(struct inode *parent, const char *name, int fd,
 		pthread_mutex_lock(&itab.lock);
 		slot = tfind(&key, &itab.tree, inode_cmp);
 	}
-	if (slot != NULL && !inode_handle_eq((*slot)->fh, fh)) {
+	if (slot != NULL && (!inode_handle_eq((*slot)->fh, fh) ||
+	    (birth != 0 && (*slot)->birth != 0 && birth != (*slot)->birth))) {
 		/*
 		 * The number came back for another inode while the kernel
 		 * still holds the old one: that one stays for the kernel
@@ -963,6 +1039,7 @@ inode_adopt_in(struct inode *parent, const char *name, int fd,
 			*neu = key;
 			neu->fd = -1;
 			neu->fh = fh;
+			neu->birth = birth;
 			neu->generation = ++itab.generation;
 		}
 		/* Under the lock since the tfind: nothing else came in. */

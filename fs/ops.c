@@ -117,16 +117,29 @@ ws_xattr_changing(struct inode *in)
 	__atomic_add_fetch(&in->xattr_seq, 1, __ATOMIC_ACQ_REL);
 }
 
-/* The inode number behind a name in a directory, 0 if there is none. */
+/*
+ * The inode number behind a name in a directory, 0 if there is none, and
+ * its birth time (0 unknown): the two name the object's lock.
+ */
 static ino_t
-ws_name_ino(int dirfd, const char *name)
+ws_name_ino(int dirfd, const char *name, uint64_t *birth)
 {
 	struct stat	st;
 
-	if (!cluster_enabled() ||
-	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+	*birth = 0;
+	if (!cluster_enabled() || inode_statx(dirfd, name, AT_SYMLINK_NOFOLLOW,
+	    &st, birth) < 0)
 		return 0;
 	return st.st_ino;
+}
+
+/* Does the name still lead to the object locked as (ino, birth)? */
+static int
+ws_name_is(int dirfd, const char *name, ino_t ino, uint64_t birth)
+{
+	uint64_t	b;
+
+	return ws_name_ino(dirfd, name, &b) == ino && b == birth;
 }
 
 /* The link count of what a name leads to, for removing it (0 or -errno). */
@@ -232,6 +245,7 @@ struct ws_change {
 	uint64_t		 fh2;
 	off_t			 off, off2, len;
 	ino_t			 victim, victim2;
+	uint64_t		 vbirth, vbirth2;	/* their birth times */
 	char			 buf[];
 };
 
@@ -604,7 +618,7 @@ ws_make_run(struct ws_change *c)
 	r = perm_make(req, p, pfd, name, mode, link, &e);
 	inode_fd_put(p);
 	if (r == 0)
-		glock_made(ws_inode(e.ino));
+		glock_made(ws_inode(e.ino), p);
 out:
 	ws_reply_entry(req, p, r, &e);
 	return 0;
@@ -671,10 +685,10 @@ ws_remove_prepare(struct ws_change *c)
 
 	if ((pfd = inode_fd_get(c->in)) < 0)
 		return pfd;
-	c->victim = ws_name_ino(pfd, c->name);
+	c->victim = ws_name_ino(pfd, c->name, &c->vbirth);
 	inode_fd_put(c->in);
 	glock_set_add(&c->locks, c->in->ino, c->in, 1);
-	glock_set_add(&c->locks, c->victim, NULL, 1);
+	glock_set_add_named(&c->locks, c->victim, c->vbirth, c->in, 0);
 	return 0;
 }
 
@@ -688,7 +702,8 @@ ws_remove_run(struct ws_change *c)
 		fuse_reply_err(c->req, -pfd);
 		return 0;
 	}
-	if (ws_change_may_retry(c) && ws_name_ino(pfd, c->name) != c->victim) {
+	if (ws_change_may_retry(c) && !ws_name_is(pfd, c->name, c->victim,
+	    c->vbirth)) {
 		inode_fd_put(c->in);
 		return -EAGAIN;
 	}
@@ -699,7 +714,7 @@ ws_remove_run(struct ws_change *c)
 		inode_unlinked(c->in, c->name);
 		/* Its last name is gone: give its lock back, free the number. */
 		if (nlink <= 1 || (c->flags & AT_REMOVEDIR))
-			glock_gone(c->victim);
+			glock_gone(c->victim, c->vbirth);
 	}
 	inode_fd_put(c->in);
 	fuse_reply_err(c->req, -r);
@@ -745,14 +760,18 @@ ws_rename_prepare(struct ws_change *c)
 
 	if ((r = ws_fd_get2(c->in, c->in2, &pfd, &npfd)) < 0)
 		return r;
-	c->victim = ws_name_ino(pfd, c->name);
-	c->victim2 = ws_name_ino(npfd, c->name2);
+	c->victim = ws_name_ino(pfd, c->name, &c->vbirth);
+	c->victim2 = ws_name_ino(npfd, c->name2, &c->vbirth2);
 	inode_fd_put(c->in2);
 	inode_fd_put(c->in);
 	glock_set_add(&c->locks, c->in->ino, c->in, 1);
 	glock_set_add(&c->locks, c->in2->ino, c->in2, 1);
-	glock_set_add(&c->locks, c->victim, NULL, 1);
-	glock_set_add(&c->locks, c->victim2, NULL, 1);
+	/* Moved to another directory: a cover of the old one is not enough. */
+	glock_set_add_named(&c->locks, c->victim, c->vbirth, c->in,
+	    c->in != c->in2);
+	glock_set_add_named(&c->locks, c->victim2, c->vbirth2, c->in2,
+	    c->in != c->in2 &&
+	    (c->flags & RENAME_EXCHANGE));
 	return 0;
 }
 
@@ -765,8 +784,8 @@ ws_rename_run(struct ws_change *c)
 		fuse_reply_err(c->req, -r);
 		return 0;
 	}
-	if (ws_change_may_retry(c) && (ws_name_ino(pfd, c->name) != c->victim ||
-	    ws_name_ino(npfd, c->name2) != c->victim2))
+	if (ws_change_may_retry(c) && (!ws_name_is(pfd, c->name, c->victim,
+	    c->vbirth) || !ws_name_is(npfd, c->name2, c->victim2, c->vbirth2)))
 		r = -EAGAIN;
 	else if (renameat2(pfd, c->name, npfd, c->name2,
 	    (unsigned int)c->flags) == -1)
@@ -815,7 +834,7 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 static int
 ws_link_prepare(struct ws_change *c)
 {
-	glock_set_add(&c->locks, c->in->ino, c->in, 1);
+	glock_set_add_own(&c->locks, c->in);
 	glock_set_add(&c->locks, c->in2->ino, c->in2, 1);
 	return 0;
 }
@@ -971,7 +990,7 @@ ws_create_run(struct ws_change *c)
 	 * ask for a shared one: its first write then needs no upgrade.
 	 */
 	if (r == 0 && created)
-		glock_made(ws_inode(e.ino));
+		glock_made(ws_inode(e.ino), p);
 	/* Just made by us: no capability, unless another inode had it. */
 	if (r == 0 && created && !cluster_enabled())
 		ws_no_cap_set(ws_inode(e.ino),

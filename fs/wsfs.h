@@ -42,12 +42,23 @@ struct inode {
 	 */
 	struct inode		*parent;	/* table lock */
 	/*
+	 * The backing directory a name of it was last given to the kernel
+	 * in (looked up, listed, made or renamed into), any type: its number
+	 * and birth time. Written under the table lock, read with
+	 * inode_dir_of (a sequence count, no lock). Its lock requests name
+	 * that directory (glock.c).
+	 */
+	unsigned int		 dir_seq;
+	ino_t			 dir_ino;
+	uint64_t		 dir_birth;
+	/*
 	 * NULL if the fs has none. Const once set; lazy handles (inode.c)
 	 * are set under the table lock when the fd is evicted, and read
 	 * without it only atomically.
 	 */
 	struct file_handle	*fh;
 	uint64_t		 generation;	/* const: unique per inode */
+	uint64_t		 birth;		/* const: birth time, ns; 0 unknown */
 
 	/* All below: guarded by the table lock. */
 	int			 fd;		/* O_PATH fd, -1 when evicted */
@@ -194,6 +205,9 @@ struct wslock_conn_stats;
 int		 cluster_conn_stats(struct wslock_conn_stats *st);
 uint64_t	 cluster_now_ms(void);
 size_t		 cluster_key(char kind, ino_t ino, char *buf, size_t len);
+/* The same with the object's birth time (0: unknown), lockkey.h. */
+size_t		 cluster_key_gen(char kind, ino_t ino, uint64_t gen, char *buf,
+		     size_t len);
 void		 cluster_defer(void (*fn)(void *), void *arg);
 void		 cluster_defer_inval(void (*fn)(void *), void *arg);
 /* Run fn(arg) in the operations thread: parked changes continue there. */
@@ -214,11 +228,19 @@ void		 control_stop(void);
  * its continuation ran with an error.
  */
 #define GLOCK_MAX 4
+/* An object as its lock names it: birth time, and where it was reached. */
+struct glock_where {
+	uint64_t		 birth;		/* 0: unknown */
+	ino_t			 dir;		/* 0: unknown, or a directory */
+	uint64_t		 dir_birth;
+};
 struct glock_set {
 	int			 n;		/* inodes in the set */
 	ino_t			 ino[GLOCK_MAX];	/* sorted, unique */
 	struct inode		*in[GLOCK_MAX];	/* may be NULL */
 	int			 mode[GLOCK_MAX];
+	struct glock_where	 where[GLOCK_MAX];
+	int			 own[GLOCK_MAX];	/* no cover: its own lock */
 	/* Below: glock.c's, under its lock. */
 	int			 nheld;		/* g[0..nheld) are held */
 	struct glock		*g[GLOCK_MAX];
@@ -234,6 +256,15 @@ void		 glock_set_init(struct glock_set *s);
 /* Add an inode (ino 0 is skipped; in may be NULL where unknown). */
 void		 glock_set_add(struct glock_set *s, ino_t ino,
 		     struct inode *in, int exclusive);
+/*
+ * Add, exclusive, the object a name in dir leads to (only its number is
+ * known). own: the change gives it a name in another directory, so the
+ * cover of a directory lock is not enough (glock.c).
+ */
+void		 glock_set_add_named(struct glock_set *s, ino_t ino,
+		     uint64_t birth, struct inode *dir, int own);
+/* Add in, exclusive, with its own lock (a link gives it another name). */
+void		 glock_set_add_own(struct glock_set *s, struct inode *in);
 /*
  * Take every lock of s without waiting in the calling thread: 0 when all
  * are held now; -EINPROGRESS when cont(arg, 0) will be called later from
@@ -268,8 +299,12 @@ void		 glock_pages_stale(struct inode *in);
 /* A rename from one directory to another has just succeeded. */
 void		 glock_renamed(struct inode *from, struct inode *to,
 		     int exchange);
-/* A new object of this node: ask for its lock ahead of its first use. */
-void		 glock_made(struct inode *in);
+/*
+ * A new object of this node, made in dir under the change's exclusive
+ * lock of dir: covered by that lock where it may be (glock.c), else its
+ * own lock is asked for ahead of its first use.
+ */
+void		 glock_made(struct inode *in, struct inode *dir);
 /*
  * Before a granted application lock is answered (inval thread): drop the
  * pages of every regular file given back since the last grant, and of
@@ -278,10 +313,12 @@ void		 glock_made(struct inode *in);
  */
 void		 glock_drop_stale_pages(void);
 /* The object's last name was removed: its lock goes back after use. */
-void		 glock_gone(ino_t ino);
+void		 glock_gone(ino_t ino, uint64_t birth);
 /* Register with cluster.c and inode.c: before cluster_init. */
 void		 glock_init(void);
-void		 glock_stats(unsigned long *count, unsigned long *idle);
+/* Locks known, idle (LRU) and objects covered by a directory's lock. */
+void		 glock_stats(unsigned long *count, unsigned long *idle,
+		     unsigned long *covered);
 
 /* perm.c */
 /*
@@ -403,6 +440,11 @@ void		 inode_fd_put(struct inode *in);
 /* A new fd of the inode itself, opened with flags: the caller's to close. */
 int		 inode_open(struct inode *in, int flags);
 int		 inode_stat(struct inode *in, struct stat *st);
+/* The directory in was last seen in: *ino (0: none) and *birth. */
+void		 inode_dir_of(struct inode *in, ino_t *ino, uint64_t *birth);
+/* fstatat that also gives the birth time in ns (0: unknown); -errno. */
+int		 inode_statx(int dirfd, const char *name, int flags,
+		     struct stat *st, uint64_t *birth);
 int		 inode_kdepth(struct inode *in, unsigned int *depth);
 void		 inode_renamed(struct inode *from, const char *name,
 		     struct inode *to, const char *newname, int exchange);
@@ -450,6 +492,7 @@ enum stats_counter {
 	SC_RELEASES,		/* locks given back */
 	SC_CONFINE_REFUSED,	/* confinement refusals (mount points, devices) */
 	SC_CACHE_INVALS,	/* kernel cache drops at a lock's release */
+	SC_LOCKS_COVERED,	/* new objects covered by a directory's lock */
 	SC_NCOUNTERS
 };
 /*

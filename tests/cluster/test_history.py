@@ -132,7 +132,8 @@ def parse_log(text):
     events = []
     for n, line in enumerate(text.splitlines(), 1):
         f = line.split()
-        if len(f) != 6 or f[2] not in ("grant", "release", "lost") or \
+        if len(f) != 6 or \
+                f[2] not in ("grant", "cover", "release", "lost") or \
                 f[4] not in ("ex", "sh", "-"):
             raise ValueError(f"lock log line {n}: {line!r}")
         events.append((int(f[0]), f[1], f[2], f[3], f[4], int(f[5])))
@@ -163,6 +164,11 @@ def holds(events, kills=(), end=None):
             done.append(h)
         if ev == "grant":
             open_[(node, key)] = Hold(node, key, mode, t, token)
+        elif ev == "cover":
+            # A new object used under its directory's exclusive lock,
+            # with no lock (and no token) of its own: checked for
+            # overlaps like any hold, not for tokens.
+            open_[(node, key)] = Hold(node, key, mode, t, None)
     for h in open_.values():
         h.t1 = max(end, h.t0)
         done.append(h)
@@ -187,6 +193,9 @@ def check(hs):
             for a in active:
                 if a.node != b.node and "ex" in (a.mode, b.mode):
                     bad.append(f"overlap on {key}: {a} and {b}")
+            if b.token is None:
+                active.append(b)
+                continue
             for (node, mode), tok in top.items():
                 if node != b.node and "ex" in (mode, b.mode) and \
                         b.token <= tok:
@@ -241,6 +250,17 @@ def test_checker_catches_conflicts():
                      "250 node2 grant k sh 7\n"
                      "300 node1 release k ex 0\n")
     assert len(bad) == 1 and "overlap" in bad[0], bad
+    # A cover (no token of its own) overlapping another node's hold is a
+    # conflict; a grant after the cover ended is not.
+    bad = check_text("100 node1 cover k ex 0\n"
+                     "150 node2 grant k sh 6\n"
+                     "200 node1 release k ex 0\n")
+    assert len(bad) == 1 and "overlap" in bad[0], bad
+    assert check_text("90 node2 grant k ex 7\n"
+                      "95 node2 release k ex 0\n"
+                      "100 node1 cover k ex 0\n"
+                      "200 node1 release k ex 0\n"
+                      "250 node2 grant k ex 8\n") == []
     # Torn lines are an error of their own.
     try:
         parse_log("100 node1 grant k ex 5\n100 node1 gra\n")

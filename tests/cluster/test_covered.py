@@ -1,0 +1,116 @@
+"""Objects made under a directory's lock (issue 13, item 2): a node that
+holds a directory exclusively makes files there without a lock-server
+request per file, and another node still never sees them unlocked: its
+requests name the directory, wslockd holds them off until the directory
+is given back, and giving it back makes the files durable and drops the
+first node's caches of them (README, "Cluster locking")."""
+import json
+import os
+
+import clusterlib
+
+
+def status(c, n):
+    p = c.run(n, [clusterlib.WSCTL, "status", "--json", c.mnt(n)],
+              check=True)
+    return json.loads(p.stdout)["locks"]
+
+
+def held_keys(c, node):
+    """Keys wslockd lists as held by node."""
+    sid = [r["session"] for r in c.locks()
+           if r["type"] == "session" and r["name"] == node]
+    return {r["key"] for r in c.locks()
+            if r["type"] == "holder" and r["session"] in sid}
+
+
+def key(c, path):
+    """The lock key of path without its birth time (lockd/lockkey.h)."""
+    return f"g/{os.stat(c.src()).st_ino}/{os.stat(path).st_ino}"
+
+
+def locked(keys, k):
+    """Is object key k (without birth time) among keys?"""
+    return any(h == k or h.startswith(k + "/") for h in keys)
+
+
+def test_files_made_under_a_held_directory(cluster_factory):
+    """200 files made, written, renamed and removed in a directory node1
+    holds cost no lock of their own at wslockd; node2 then reads what
+    node1 wrote, and node1 sees node2's change at once although the
+    kernel was allowed to cache the files' attributes."""
+    c = cluster_factory(nodes=2, lease_ms=20000)
+    one, two = c.path(1, "ws", "d"), c.path(2, "ws", "d")
+    os.mkdir(one)
+    before = status(c, 1)["covered_total"]
+    for i in range(200):
+        with open(os.path.join(one, f"f{i}"), "wb") as f:
+            f.write(b"node1 %d\n" % i)
+    os.rename(os.path.join(one, "f0"), os.path.join(one, "g0"))
+    os.chmod(os.path.join(one, "f1"), 0o600)
+    for i in range(150, 200):
+        os.unlink(os.path.join(one, f"f{i}"))
+    st = status(c, 1)
+    assert st["covered_total"] - before == 200, st
+    assert st["covered"] == 150, st
+    keys = held_keys(c, "node1")
+    files = [os.path.join(c.src("ws", "d"), n)
+             for n in os.listdir(c.src("ws", "d"))]
+    assert len(files) == 150
+    mine = [key(c, p) for p in files if locked(keys, key(c, p))]
+    assert not mine, f"files with locks of their own: {mine}"
+    # node1's kernel may cache the new files' sizes: an open file's
+    # fstat is answered from that cache (no lookup refreshes it).
+    fd = os.open(os.path.join(one, "f7"), os.O_RDONLY)
+    assert os.pread(fd, 100, 0) == b"node1 7\n"
+    # A read marks the atime stale in the kernel, so the first fstat
+    # after it asks the daemon; the second is answered from the cache.
+    for _ in range(2):
+        assert os.fstat(fd).st_size == len(b"node1 7\n")
+
+    # node2's change needs f7's lock, under d: node1 gives d back first,
+    # and drops what its kernel cached of f7. Looked at before node1
+    # does anything else (a listing of d would refresh f7's attributes).
+    with open(os.path.join(two, "f7"), "ab") as f:
+        f.write(b"node2\n")
+    want = b"node1 7\nnode2\n"
+    try:
+        assert os.fstat(fd).st_size == len(want), \
+            "node1 kept the size it cached under the directory's lock"
+        assert os.pread(fd, 100, 0) == want
+    finally:
+        os.close(fd)
+    with open(os.path.join(two, "g0"), "rb") as f:
+        assert f.read() == b"node1 0\n"
+    assert os.stat(os.path.join(two, "f1")).st_mode & 0o777 == 0o600
+    assert sorted(os.listdir(two)) == sorted(os.listdir(one))
+    with open(os.path.join(one, "f7"), "rb") as f:
+        assert f.read() == want
+    st = status(c, 1)
+    assert st["covered"] == 0 and st["revokes"] >= 1, st
+
+
+def test_covered_file_moved_out_takes_its_own_lock(cluster_factory):
+    """A file made under d1's lock and renamed into d2 first takes a lock
+    of its own, so that another node reaching it through d2 cannot get it
+    while node1 still relies on it."""
+    c = cluster_factory(nodes=2, lease_ms=20000)
+    ws1, ws2 = c.path(1, "ws"), c.path(2, "ws")
+    os.mkdir(os.path.join(ws1, "d1"))
+    os.mkdir(os.path.join(ws1, "d2"))
+    with open(os.path.join(ws1, "d1", "a"), "wb") as f:
+        f.write(b"one\n")
+    assert not locked(held_keys(c, "node1"), key(c, c.src("ws", "d1", "a")))
+    os.rename(os.path.join(ws1, "d1", "a"), os.path.join(ws1, "d2", "a"))
+    assert locked(held_keys(c, "node1"), key(c, c.src("ws", "d2", "a")))
+    with open(os.path.join(ws1, "d2", "a"), "ab") as f:
+        f.write(b"two\n")
+    with open(os.path.join(ws2, "d2", "a"), "ab") as f:
+        f.write(b"three\n")
+    with open(os.path.join(ws1, "d2", "a"), "rb") as f:
+        assert f.read() == b"one\ntwo\nthree\n"
+    # A hard link is a name elsewhere too.
+    with open(os.path.join(ws1, "d1", "b"), "wb") as f:
+        f.write(b"b\n")
+    os.link(os.path.join(ws1, "d1", "b"), os.path.join(ws1, "d2", "b"))
+    assert locked(held_keys(c, "node1"), key(c, c.src("ws", "d1", "b")))
