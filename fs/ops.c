@@ -1068,18 +1068,19 @@ ws_parked_written(void *arg, int res)
 }
 
 /*
- * A buffered write: a pwrite in this thread on a local SOURCE without a
- * lock service (see uring_write_now). Through the ring on a network
- * filesystem, whose server may stall for long, and under cluster locks,
- * where the write holds a lock other nodes may be waiting for and where
- * parked writes are continued by the one operations thread: no FUSE
- * worker and not that thread waits for the backing store.
+ * A buffered write: a pwrite in this FUSE worker on a local SOURCE (see
+ * uring_write_now), also under a cluster lock held now: the lock is held
+ * no longer than the ring would hold it, and a local disk does not stall
+ * for long. Through the ring on a network filesystem, whose server may
+ * stall for long, and for a write parked for its lock, which the one
+ * operations thread continues: that thread never waits for the backing
+ * store.
  */
 static void
 ws_backing_write(fuse_req_t req, int fd, const char *buf, size_t size,
-    off_t off, uring_done_fn fn, void *fn_arg)
+    off_t off, int parked, uring_done_fn fn, void *fn_arg)
 {
-	if (wsfs.source_local && !cluster_enabled())
+	if (wsfs.source_local && !parked)
 		uring_write_now(req, fd, buf, size, off, fn, fn_arg);
 	else
 		uring_write(req, fd, buf, size, off, fn, fn_arg);
@@ -1101,7 +1102,7 @@ ws_write_locked(void *arg, int err)
 		if (pw->f->direct)
 			glock_pages_stale(pw->f->inode);
 		ws_backing_write(pw->req, pw->f->fd, pw->buf, pw->size,
-		    pw->off, ws_parked_written, pw);
+		    pw->off, 1, ws_parked_written, pw);
 	}
 	stats_end();
 }
@@ -1148,7 +1149,7 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		perm_write_kill_priv(req, f->fd);
 	if (f->direct)
 		glock_pages_stale(f->inode);
-	ws_backing_write(req, f->fd, buf, size, off,
+	ws_backing_write(req, f->fd, buf, size, off, 0,
 	    g ? ws_io_written : NULL, g);
 }
 
