@@ -520,6 +520,30 @@ def free_port():
         return s.getsockname()[1]
 
 
+def http_get(connect, path="/metrics", timeout=5.0):
+    """One HTTP/1.0 GET on the socket that connect() returns, closed after:
+    (status, {header: value}, body bytes). Raises OSError if the server
+    cannot be reached or times out, ValueError or IndexError if what it
+    sent is no HTTP answer."""
+    s = connect()
+    try:
+        s.settimeout(timeout)
+        s.sendall(f"GET {path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = dict(ln.split(": ", 1) for ln in lines[1:])
+    return status, headers, body
+
+
 # --- canaries: what must never change --------------------------------------
 
 _DIRFLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
