@@ -477,6 +477,22 @@ def processes_naming(path):
     return found
 
 
+def wsfs_pid(mnt):
+    """The pid of the wsfs process serving mnt (its argv names mnt, which
+    is a unique temp path), or None."""
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) == b"wsfs" and mnt.encode() in argv:
+            return int(p)
+    return None
+
+
 def where(pid):
     """What a stuck process is doing, from /proc."""
     out = []
