@@ -576,8 +576,9 @@ wsp_owner_ids(struct wsp_source *s, const struct wsp_record *rec, size_t nrec,
 
 /*
  * Parse the options of one workspace subcommand, --owner and --json, and
- * check that one operand (named operand for the user) follows: 0, 1
- * after --help, -1 after a usage error told to the user.
+ * check that one operand (named operand for the user) follows: -1 to go
+ * on, else the exit status to return (after --help or a usage error told
+ * to the user).
  */
 static int
 wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
@@ -607,20 +608,17 @@ wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 			break;
 		case 'h':
 			wsctl_sub_usage("workspace", wsp_cmds, cmd);
-			return 1;
+			return WSCTL_EXIT_OK;
 		case '?':
-			return -1;
+			return WSCTL_EXIT_USAGE;
 		}
 	}
-	if (argc - optind != 1) {
-		wsctl_usage_error("workspace", "%s: expected one %s", cmd,
-		    operand);
-		return -1;
-	}
-	return 0;
-bad:
-	wsctl_opt_refused(what, opts, c);
+	if (argc - optind != 1)
+		return wsctl_usage_error("workspace", "%s: expected one %s",
+		    cmd, operand);
 	return -1;
+bad:
+	return wsctl_opt_refused(what, opts, c);
 }
 
 /* wsctl workspace create SOURCE/NAME [--owner USER] */
@@ -638,8 +636,8 @@ wsp_create(int argc, char **argv)
 
 	wsp_source_init(&s);
 	if ((r = wsp_getopt(argc, argv, "create", 1, 0, &owner, &json,
-	    "SOURCE/NAME")) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	    "SOURCE/NAME")) >= 0)
+		return r;
 	if (wsp_name_arg("create", argv[optind], &source, &name) < 0)
 		return WSCTL_EXIT_USAGE;
 	if (owner != NULL && (why = marker_owner_invalid(owner)) != NULL)
@@ -841,8 +839,8 @@ wsp_rm(int argc, char **argv)
 
 	wsp_source_init(&s);
 	if ((r = wsp_getopt(argc, argv, "rm", 0, 0, &owner, &json,
-	    "SOURCE/NAME")) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	    "SOURCE/NAME")) >= 0)
+		return r;
 	if (wsp_name_arg("rm", argv[optind], &source, &name) < 0)
 		return WSCTL_EXIT_USAGE;
 
@@ -1096,8 +1094,8 @@ wsp_list(int argc, char **argv)
 
 	wsp_source_init(&s);
 	if ((r = wsp_getopt(argc, argv, "list", 0, 1, &owner, &json,
-	    "SOURCE")) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	    "SOURCE")) >= 0)
+		return r;
 	wsp_trim(argv[optind]);
 	if (wsp_source_open(&s, argv[optind], 0, 0) < 0)
 		goto out;
