@@ -431,12 +431,7 @@ class Layout:
                     rmtree_at(fd, n)
             finally:
                 os.close(fd)
-            self._make_file(os.path.join(d, self.CF))
-            self._make_file(os.path.join(d, self.CONLY))
-            self._make_dir(os.path.join(d, self.CSUB))
-            if d != self.top:
-                self._set_attrs(d, CANARY_DIR_MODE if d != os.path.join(
-                    self.src, self.SIB) else 0o755)
+            self._populate(d)
         for p in self.canary_files:
             if os.path.lexists(p):
                 os.unlink(p)
