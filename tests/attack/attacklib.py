@@ -640,24 +640,27 @@ def ensure_mirror(dirpath, layout, data=b"workspace data\n"):
     """The mirror entries (canary-M file, canarysub-M dir) in a real
     directory of the workspace, created without following symlinks."""
     fd = os.open(dirpath, DIRFLAGS)
+
+    def ensure(name, is_type, make):
+        # Anything else of that name (a link the attack left) goes first.
+        try:
+            if is_type(os.lstat(name, dir_fd=fd).st_mode):
+                return
+            rmtree_at(fd, name)
+        except FileNotFoundError:
+            pass
+        make(name)
+
+    def make_file(name):
+        f = os.open(name, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o644,
+                    dir_fd=fd)
+        os.write(f, data)
+        os.close(f)
+
     try:
-        try:
-            st = os.lstat(layout.CF, dir_fd=fd)
-            if not stat.S_ISREG(st.st_mode):
-                rmtree_at(fd, layout.CF)
-                raise FileNotFoundError
-        except FileNotFoundError:
-            f = os.open(layout.CF, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW,
-                        0o644, dir_fd=fd)
-            os.write(f, data)
-            os.close(f)
-        try:
-            st = os.lstat(layout.CSUB, dir_fd=fd)
-            if not stat.S_ISDIR(st.st_mode):
-                rmtree_at(fd, layout.CSUB)
-                raise FileNotFoundError
-        except FileNotFoundError:
-            os.mkdir(layout.CSUB, 0o755, dir_fd=fd)
+        ensure(layout.CF, stat.S_ISREG, make_file)
+        ensure(layout.CSUB, stat.S_ISDIR,
+               lambda name: os.mkdir(name, 0o755, dir_fd=fd))
     finally:
         os.close(fd)
 
