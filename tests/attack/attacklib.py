@@ -32,6 +32,7 @@ the directories above TOP. Any difference is an escape: it is counted,
 described, and the canary is rebuilt so the run can go on counting.
 """
 import collections
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -830,6 +831,19 @@ def run_op(layout, stats, name, fn, found):
     else:
         layout.scan(r, name, found)
     return True
+
+
+@contextlib.contextmanager
+def tally(stats):
+    """One round of attack operations: counts the round, and its outcome,
+    "ok" or the errno name of the OSError that ended it (not raised on)."""
+    try:
+        yield
+    except OSError as e:
+        stats.errnos[errname(e.errno)] += 1
+    else:
+        stats.errnos["ok"] += 1
+    stats.iterations += 1
 
 
 def check_round(layout, stats, what, found, residual=None):
