@@ -833,6 +833,13 @@ def run_op(layout, stats, name, fn, found):
     return True
 
 
+def rounds(items, kinds, total):
+    """total rounds of (item, kind): each of items with kind 0, then each
+    with kind 1, and so on up to kinds - 1, and around again."""
+    for i in range(total):
+        yield items[i % len(items)], (i // len(items)) % kinds
+
+
 @contextlib.contextmanager
 def tally(stats):
     """One round of attack operations: counts the round, and its outcome,

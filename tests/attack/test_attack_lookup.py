@@ -183,11 +183,9 @@ def test_class4_magic_links(layout, amount):
     os.chdir(L.base)
     try:
         with A.Watchdog(L.mnt, 60 + total * 0.05, st4, "class 4"):
-            for i in range(total):
-                name = names[i % len(names)]
+            for name, kind in A.rounds(names, 4, total):
                 lp = L.ws_mnt(name)
                 found = []
-                kind = (i // len(names)) % 4
                 with A.tally(st4):
                     if kind == 0:
                         t = os.readlink(lp)
@@ -265,11 +263,9 @@ def test_class5_mounts_under_source(layout, amount_factory):
     allowed = {"underneath"}
     total = A.iterations(5)
     with A.Watchdog(L.mnt, 60 + total * 0.05, st5, "class 5"):
-        for i in range(total):
-            mp = mps[i % len(mps)]
+        for mp, op in A.rounds(mps, 8, total):
             d = L.ws_mnt(mp)
             found = []
-            op = (i // len(mps)) % 8
             with A.tally(st5):
                 if op == 0:
                     names = os.listdir(d)
