@@ -20,6 +20,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,32 +60,41 @@ struct scratch_base {
 	double		 note_interval;
 };
 
-enum meta_key {
-	MK_VERSION,
-	MK_ID,
-	MK_LIFETIME,
-	MK_OWNER,
-	MK_LABEL,
-	MK_CREATED,
-	MK_ENDED,
-	MK_COUNT
-};
-
 /* Latest time accepted: the end of year 9999. */
 #define META_TIME_MAX	253402300799LL
 
-static const struct {
-	const char	*name;
-	int		 required;
-} meta_keys[MK_COUNT] = {
-	[MK_VERSION] =	{ "version", 1 },
-	[MK_ID] =	{ "id", 1 },
-	[MK_LIFETIME] =	{ "lifetime", 1 },
-	[MK_OWNER] =	{ "owner", 1 },
-	[MK_LABEL] =	{ "label", 0 },
-	[MK_CREATED] =	{ "created", 1 },
-	[MK_ENDED] =	{ "ended", 0 },
+enum meta_type {
+	MT_VERSION,	/* must be SCRATCH_META_VERSION */
+	MT_LIFETIME,	/* scratch_lifetime_parse */
+	MT_TEXT,	/* valid() says yes; copied to the field */
+	MT_NUMBER,	/* canonical decimal, min to max */
 };
+
+/* The keys of a metadata file; a new key is one row. */
+#define FIELD(f)	offsetof(struct scratch_meta, f), \
+			sizeof(((struct scratch_meta *)0)->f)
+static const struct meta_key {
+	const char	*name;
+	enum meta_type	 type;
+	size_t		 off, size;
+	int		 (*valid)(const char *);	/* MT_TEXT */
+	uint64_t	 min, max;			/* MT_NUMBER */
+	int		 required;
+} meta_keys[] = {
+	{ "version", MT_VERSION, 0, 0, NULL, 0, 0, 1 },
+	{ "id", MT_TEXT, FIELD(id), scratch_id_valid, 0, 0, 1 },
+	{ "lifetime", MT_LIFETIME, FIELD(lifetime), NULL, 0, 0, 1 },
+	/* (uid_t)-1 means "no change" to chown: never valid. */
+	{ "owner", MT_NUMBER, FIELD(owner), NULL, 0, UINT32_MAX - 1, 1 },
+	{ "label", MT_TEXT, FIELD(label), scratch_label_valid, 0, 0, 0 },
+	{ "created", MT_NUMBER, FIELD(created), NULL, 1, META_TIME_MAX, 1 },
+	{ "ended", MT_NUMBER, FIELD(ended), NULL, 0, META_TIME_MAX, 0 },
+};
+#undef FIELD
+#define MK_COUNT	(sizeof meta_keys / sizeof meta_keys[0])
+
+_Static_assert(sizeof(uid_t) == 4 && sizeof(int64_t) == 8,
+    "numeric metadata fields are 32 or 64 bits");
 
 static const char *lifetime_names[] = {
 	[SCRATCH_LIFETIME_TASK] = "task",
@@ -138,15 +149,50 @@ scratch_label_valid(const char *s)
 	return 1;
 }
 
+/* Parse the value v of key k into m: 0, or -EINVAL. */
+static int
+meta_set(const struct meta_key *k, const char *v, struct scratch_meta *m)
+{
+	char		*field = (char *)m + k->off;
+	uint64_t	 n;
+	uint32_t	 n32;
+
+	switch (k->type) {
+	case MT_VERSION:
+		if (number_parse(v, NUMBER_CANONICAL, INT_MAX, &n) < 0 ||
+		    n != SCRATCH_META_VERSION)
+			return -EINVAL;
+		return 0;
+	case MT_LIFETIME:
+		return scratch_lifetime_parse(v, &m->lifetime);
+	case MT_TEXT:
+		if (!k->valid(v))
+			return -EINVAL;
+		snprintf(field, k->size, "%s", v);
+		return 0;
+	case MT_NUMBER:
+		if (number_parse(v, NUMBER_CANONICAL, k->max, &n) < 0 ||
+		    n < k->min)
+			return -EINVAL;
+		/* int64_t fields hold at most META_TIME_MAX: no sign issue. */
+		n32 = (uint32_t)n;
+		if (k->size == sizeof n32)
+			memcpy(field, &n32, sizeof n32);
+		else
+			memcpy(field, &n, sizeof n);
+		return 0;
+	}
+	return -EINVAL;
+}
+
 int
 scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 {
 	struct scratch_meta	 m;
 	const char		*line = buf, *end = buf + len, *nl, *eq, *v;
 	char			 tmp[SCRATCH_LABEL_MAX + 1];
-	uint64_t		 n;
-	size_t			 klen, vlen;
-	int			 seen[MK_COUNT] = { 0 }, k;
+	size_t			 klen, vlen, k;
+	int			 seen[MK_COUNT] = { 0 };
 
 	if (len == 0 || len > SCRATCH_META_MAX || buf[len - 1] != '\n' ||
 	    memchr(buf, '\0', len) != NULL)
@@ -170,46 +216,8 @@ scratch_meta_parse(const char *buf, size_t len, struct scratch_meta *out)
 			return -EINVAL;
 		memcpy(tmp, v, vlen);
 		tmp[vlen] = '\0';
-		switch (k) {
-		case MK_VERSION:
-			if (number_parse(tmp, NUMBER_CANONICAL, INT_MAX,
-			    &n) < 0 || n != SCRATCH_META_VERSION)
-				return -EINVAL;
-			break;
-		case MK_ID:
-			if (!scratch_id_valid(tmp))
-				return -EINVAL;
-			memcpy(m.id, tmp, SCRATCH_ID_LEN + 1);
-			break;
-		case MK_LIFETIME:
-			if (scratch_lifetime_parse(tmp, &m.lifetime) < 0)
-				return -EINVAL;
-			break;
-		case MK_OWNER:
-			/* (uid_t)-1 means "no change" to chown: never valid. */
-			if (number_parse(tmp, NUMBER_CANONICAL,
-			    UINT32_MAX - 1, &n) < 0)
-				return -EINVAL;
-			m.owner = (uid_t)n;
-			break;
-		case MK_LABEL:
-			if (!scratch_label_valid(tmp))
-				return -EINVAL;
-			memcpy(m.label, tmp, vlen + 1);
-			break;
-		case MK_CREATED:
-			if (number_parse(tmp, NUMBER_CANONICAL,
-			    META_TIME_MAX, &n) < 0 || n == 0)
-				return -EINVAL;
-			m.created = (int64_t)n;
-			break;
-		case MK_ENDED:
-			if (number_parse(tmp, NUMBER_CANONICAL,
-			    META_TIME_MAX, &n) < 0)
-				return -EINVAL;
-			m.ended = (int64_t)n;
-			break;
-		}
+		if (meta_set(&meta_keys[k], tmp, &m) < 0)
+			return -EINVAL;
 		line = nl + 1;
 	}
 	for (k = 0; k < MK_COUNT; k++) {

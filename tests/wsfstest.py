@@ -477,6 +477,22 @@ def processes_naming(path):
     return found
 
 
+def wsfs_pid(mnt):
+    """The pid of the wsfs process serving mnt (its argv names mnt, which
+    is a unique temp path), or None."""
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) == b"wsfs" and mnt.encode() in argv:
+            return int(p)
+    return None
+
+
 def where(pid):
     """What a stuck process is doing, from /proc."""
     out = []
@@ -518,6 +534,30 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def http_get(connect, path="/metrics", timeout=5.0):
+    """One HTTP/1.0 GET on the socket that connect() returns, closed after:
+    (status, {header: value}, body bytes). Raises OSError if the server
+    cannot be reached or times out, ValueError or IndexError if what it
+    sent is no HTTP answer."""
+    s = connect()
+    try:
+        s.settimeout(timeout)
+        s.sendall(f"GET {path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = dict(ln.split(": ", 1) for ln in lines[1:])
+    return status, headers, body
 
 
 # --- canaries: what must never change --------------------------------------

@@ -200,6 +200,11 @@ struct sc_opts {
 	int			 json;
 };
 
+/*
+ * Parse the options of one scratch subcommand, those in allowed: -1 to
+ * go on, else the exit status to return (after --help or a usage error
+ * told to the user).
+ */
 static int
 sc_getopt(int argc, char **argv, const char *allowed, struct sc_opts *o)
 {
@@ -214,35 +219,30 @@ sc_getopt(int argc, char **argv, const char *allowed, struct sc_opts *o)
 	while ((c = wsctl_getopt(what, argc, argv, "+h", base_opts)) != -1) {
 		if (c == 'h') {
 			wsctl_sub_usage("scratch", sc_cmds, cmd);
-			return 1;
+			return WSCTL_EXIT_OK;
 		}
 		if (c == '?')
-			return -1;
-		if (strchr(allowed, c) == NULL) {
-			wsctl_opt_refused(what, base_opts, c);
-			return -1;
-		}
+			return WSCTL_EXIT_USAGE;
+		if (strchr(allowed, c) == NULL)
+			return wsctl_opt_refused(what, base_opts, c);
 		switch (c) {
 		case 'b':
 			o->base = optarg;
 			break;
 		case 'l':
-			if (scratch_lifetime_parse(optarg, &o->lifetime) < 0) {
-				wsctl_usage_error(what, "--lifetime must be "
-				    "task or conversation, not '%s'", optarg);
-				return -1;
-			}
+			if (scratch_lifetime_parse(optarg, &o->lifetime) < 0)
+				return wsctl_usage_error(what, "--lifetime "
+				    "must be task or conversation, not '%s'",
+				    optarg);
 			break;
 		case 'o':
 			o->owner = optarg;
 			break;
 		case 'L':
-			if (!scratch_label_valid(optarg)) {
-				wsctl_usage_error(what, "--label must be at "
-				    "most %d printable ASCII characters",
+			if (!scratch_label_valid(optarg))
+				return wsctl_usage_error(what, "--label must "
+				    "be at most %d printable ASCII characters",
 				    SCRATCH_LABEL_MAX);
-				return -1;
-			}
 			o->label = optarg;
 			break;
 		case 'j':
@@ -250,7 +250,7 @@ sc_getopt(int argc, char **argv, const char *allowed, struct sc_opts *o)
 			break;
 		}
 	}
-	return 0;
+	return -1;
 }
 
 static int
@@ -264,8 +264,8 @@ sc_create(int argc, char **argv)
 	gid_t			 gid = getgid();
 	int			 r, ret = WSCTL_EXIT_FAIL;
 
-	if ((r = sc_getopt(argc, argv, "blLo", &o)) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	if ((r = sc_getopt(argc, argv, "blLo", &o)) >= 0)
+		return r;
 	if (wsctl_no_operands("scratch create", argc, argv) != 0)
 		return WSCTL_EXIT_USAGE;
 	if (o.owner != NULL && (r = parse_owner(o.owner, &uid, &gid)) < 0)
@@ -314,8 +314,8 @@ sc_open_id(int argc, char **argv, const char *allowed, struct sc_opts *o,
 	int		 r;
 
 	snprintf(what, sizeof what, "scratch %s", argv[0]);
-	if ((r = sc_getopt(argc, argv, allowed, o)) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	if ((r = sc_getopt(argc, argv, allowed, o)) >= 0)
+		return r;
 	if (optind >= argc)
 		return wsctl_usage_error(what, "missing workspace id");
 	id = argv[optind];
@@ -529,8 +529,8 @@ sc_list(int argc, char **argv)
 	int			 fd, r, ret = WSCTL_EXIT_FAIL, inuse, first = 1;
 	int			 have_size;
 
-	if ((r = sc_getopt(argc, argv, "bj", &o)) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
+	if ((r = sc_getopt(argc, argv, "bj", &o)) >= 0)
+		return r;
 	if (wsctl_no_operands("scratch list", argc, argv) != 0)
 		return WSCTL_EXIT_USAGE;
 	if (cmd_scratch_conf(o.base, &base, NULL) < 0)

@@ -114,6 +114,16 @@ wsp_name_invalid(const char *name)
 	return NULL;
 }
 
+/* Drop trailing slashes, which would make open(2) follow a symlink. */
+static void
+wsp_trim(char *path)
+{
+	size_t	len = strlen(path);
+
+	while (len > 1 && path[len - 1] == '/')
+		path[--len] = '\0';
+}
+
 /*
  * Split "SOURCE/NAME" into its two parts, in place. Trailing slashes are
  * dropped as mkdir(1) does; a bare NAME means the current directory.
@@ -122,10 +132,8 @@ static int
 wsp_split(char *arg, const char **source, const char **name)
 {
 	char	*slash;
-	size_t	 len = strlen(arg);
 
-	while (len > 1 && arg[len - 1] == '/')
-		arg[--len] = '\0';
+	wsp_trim(arg);
 	if ((slash = strrchr(arg, '/')) == NULL) {
 		*source = ".";
 		*name = arg;
@@ -139,34 +147,6 @@ wsp_split(char *arg, const char **source, const char **name)
 		*source = arg;
 	}
 	return 0;
-}
-
-/*
- * The SOURCE/NAME operand of cmd, split, with a name a workspace may
- * have: 0, or -1 after the usage error told to the user.
- */
-static int
-wsp_name_arg(const char *cmd, char *arg, const char **source,
-    const char **name)
-{
-	const char	*why;
-
-	wsp_split(arg, source, name);
-	if ((why = wsp_name_invalid(*name)) != NULL) {
-		wsctl_usage_error("workspace", "%s: '%s': %s", cmd, *name, why);
-		return -1;
-	}
-	return 0;
-}
-
-/* Drop trailing slashes, which would make open(2) follow a symlink. */
-static void
-wsp_trim(char *path)
-{
-	size_t	len = strlen(path);
-
-	while (len > 1 && path[len - 1] == '/')
-		path[--len] = '\0';
 }
 
 /*
@@ -576,12 +556,14 @@ wsp_owner_ids(struct wsp_source *s, const struct wsp_record *rec, size_t nrec,
 
 /*
  * Parse the options of one workspace subcommand, --owner and --json, and
- * check that one operand (named operand for the user) follows: 0, 1
- * after --help, -1 after a usage error told to the user.
+ * its one operand: SOURCE/NAME, split, with a name a workspace may have,
+ * or SOURCE alone if name is NULL. -1 to go on, else the exit status to
+ * return (after --help or a usage error told to the user).
  */
 static int
 wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
-    int allow_json, const char **owner, int *json, const char *operand)
+    int allow_json, const char **owner, int *json, const char **source,
+    const char **name)
 {
 	static const struct option opts[] = {
 		{ "owner",	required_argument,	NULL, 'o' },
@@ -589,8 +571,9 @@ wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 		{ "help",	no_argument,		NULL, 'h' },
 		{ NULL,		0,			NULL, 0 },
 	};
-	char	what[64];
-	int	c;
+	const char	*why;
+	char		 what[64];
+	int		 c;
 
 	snprintf(what, sizeof what, "workspace %s", cmd);
 	while ((c = wsctl_getopt(what, argc, argv, "", opts)) != -1) {
@@ -607,20 +590,26 @@ wsp_getopt(int argc, char **argv, const char *cmd, int allow_owner,
 			break;
 		case 'h':
 			wsctl_sub_usage("workspace", wsp_cmds, cmd);
-			return 1;
+			return WSCTL_EXIT_OK;
 		case '?':
-			return -1;
+			return WSCTL_EXIT_USAGE;
 		}
 	}
-	if (argc - optind != 1) {
-		wsctl_usage_error("workspace", "%s: expected one %s", cmd,
-		    operand);
+	if (argc - optind != 1)
+		return wsctl_usage_error("workspace", "%s: expected one %s",
+		    cmd, name != NULL ? "SOURCE/NAME" : "SOURCE");
+	if (name == NULL) {
+		wsp_trim(argv[optind]);
+		*source = argv[optind];
 		return -1;
 	}
-	return 0;
-bad:
-	wsctl_opt_refused(what, opts, c);
+	wsp_split(argv[optind], source, name);
+	if ((why = wsp_name_invalid(*name)) != NULL)
+		return wsctl_usage_error("workspace", "%s: '%s': %s", cmd,
+		    *name, why);
 	return -1;
+bad:
+	return wsctl_opt_refused(what, opts, c);
 }
 
 /* wsctl workspace create SOURCE/NAME [--owner USER] */
@@ -638,10 +627,8 @@ wsp_create(int argc, char **argv)
 
 	wsp_source_init(&s);
 	if ((r = wsp_getopt(argc, argv, "create", 1, 0, &owner, &json,
-	    "SOURCE/NAME")) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (wsp_name_arg("create", argv[optind], &source, &name) < 0)
-		return WSCTL_EXIT_USAGE;
+	    &source, &name)) >= 0)
+		return r;
 	if (owner != NULL && (why = marker_owner_invalid(owner)) != NULL)
 		return wsctl_usage_error("workspace", "create: owner '%s': %s",
 		    owner, why);
@@ -841,10 +828,8 @@ wsp_rm(int argc, char **argv)
 
 	wsp_source_init(&s);
 	if ((r = wsp_getopt(argc, argv, "rm", 0, 0, &owner, &json,
-	    "SOURCE/NAME")) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	if (wsp_name_arg("rm", argv[optind], &source, &name) < 0)
-		return WSCTL_EXIT_USAGE;
+	    &source, &name)) >= 0)
+		return r;
 
 	if (wsp_source_open(&s, source, 0, 1) < 0)
 		goto out;
@@ -1090,16 +1075,15 @@ wsp_list(int argc, char **argv)
 	struct wsp_source	 s;
 	struct wsp_record	*rec = NULL;
 	struct wsp_rows		 rows = { NULL, 0, 0 };
-	const char		*owner = NULL;
+	const char		*owner = NULL, *source;
 	size_t			 nrec = 0;
 	int			 json = 0, r, ret = WSCTL_EXIT_FAIL;
 
 	wsp_source_init(&s);
 	if ((r = wsp_getopt(argc, argv, "list", 0, 1, &owner, &json,
-	    "SOURCE")) != 0)
-		return r > 0 ? WSCTL_EXIT_OK : WSCTL_EXIT_USAGE;
-	wsp_trim(argv[optind]);
-	if (wsp_source_open(&s, argv[optind], 0, 0) < 0)
+	    &source, NULL)) >= 0)
+		return r;
+	if (wsp_source_open(&s, source, 0, 0) < 0)
 		goto out;
 	if (wsp_records_read(&s, &rec, &nrec) < 0)
 		goto out;

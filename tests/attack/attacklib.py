@@ -32,6 +32,7 @@ the directories above TOP. Any difference is an escape: it is counted,
 described, and the canary is rebuilt so the run can go on counting.
 """
 import collections
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -431,12 +432,7 @@ class Layout:
                     rmtree_at(fd, n)
             finally:
                 os.close(fd)
-            self._make_file(os.path.join(d, self.CF))
-            self._make_file(os.path.join(d, self.CONLY))
-            self._make_dir(os.path.join(d, self.CSUB))
-            if d != self.top:
-                self._set_attrs(d, CANARY_DIR_MODE if d != os.path.join(
-                    self.src, self.SIB) else 0o755)
+            self._populate(d)
         for p in self.canary_files:
             if os.path.lexists(p):
                 os.unlink(p)
@@ -645,24 +641,27 @@ def ensure_mirror(dirpath, layout, data=b"workspace data\n"):
     """The mirror entries (canary-M file, canarysub-M dir) in a real
     directory of the workspace, created without following symlinks."""
     fd = os.open(dirpath, DIRFLAGS)
+
+    def ensure(name, is_type, make):
+        # Anything else of that name (a link the attack left) goes first.
+        try:
+            if is_type(os.lstat(name, dir_fd=fd).st_mode):
+                return
+            rmtree_at(fd, name)
+        except FileNotFoundError:
+            pass
+        make(name)
+
+    def make_file(name):
+        f = os.open(name, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o644,
+                    dir_fd=fd)
+        os.write(f, data)
+        os.close(f)
+
     try:
-        try:
-            st = os.lstat(layout.CF, dir_fd=fd)
-            if not stat.S_ISREG(st.st_mode):
-                rmtree_at(fd, layout.CF)
-                raise FileNotFoundError
-        except FileNotFoundError:
-            f = os.open(layout.CF, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW,
-                        0o644, dir_fd=fd)
-            os.write(f, data)
-            os.close(f)
-        try:
-            st = os.lstat(layout.CSUB, dir_fd=fd)
-            if not stat.S_ISDIR(st.st_mode):
-                rmtree_at(fd, layout.CSUB)
-                raise FileNotFoundError
-        except FileNotFoundError:
-            os.mkdir(layout.CSUB, 0o755, dir_fd=fd)
+        ensure(layout.CF, stat.S_ISREG, make_file)
+        ensure(layout.CSUB, stat.S_ISDIR,
+               lambda name: os.mkdir(name, 0o755, dir_fd=fd))
     finally:
         os.close(fd)
 
@@ -832,6 +831,26 @@ def run_op(layout, stats, name, fn, found):
     else:
         layout.scan(r, name, found)
     return True
+
+
+def rounds(items, kinds, total):
+    """total rounds of (item, kind): each of items with kind 0, then each
+    with kind 1, and so on up to kinds - 1, and around again."""
+    for i in range(total):
+        yield items[i % len(items)], (i // len(items)) % kinds
+
+
+@contextlib.contextmanager
+def tally(stats):
+    """One round of attack operations: counts the round, and its outcome,
+    "ok" or the errno name of the OSError that ended it (not raised on)."""
+    try:
+        yield
+    except OSError as e:
+        stats.errnos[errname(e.errno)] += 1
+    else:
+        stats.errnos["ok"] += 1
+    stats.iterations += 1
 
 
 def check_round(layout, stats, what, found, residual=None):

@@ -183,12 +183,10 @@ def test_class4_magic_links(layout, amount):
     os.chdir(L.base)
     try:
         with A.Watchdog(L.mnt, 60 + total * 0.05, st4, "class 4"):
-            for i in range(total):
-                name = names[i % len(names)]
+            for name, kind in A.rounds(names, 4, total):
                 lp = L.ws_mnt(name)
                 found = []
-                kind = (i // len(names)) % 4
-                try:
+                with A.tally(st4):
                     if kind == 0:
                         t = os.readlink(lp)
                         view = resolve_view(lp, t)
@@ -212,10 +210,6 @@ def test_class4_magic_links(layout, amount):
                     else:
                         p = os.path.join(lp, L.atk("c"))
                         os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
-                    st4.errnos["ok"] += 1
-                except OSError as e:
-                    st4.errnos[A.errname(e.errno)] += 1
-                st4.iterations += 1
                 A.check_round(L, st4, f"magic link {name} op {kind}", found)
     finally:
         os.chdir(cwd)
@@ -269,12 +263,10 @@ def test_class5_mounts_under_source(layout, amount_factory):
     allowed = {"underneath"}
     total = A.iterations(5)
     with A.Watchdog(L.mnt, 60 + total * 0.05, st5, "class 5"):
-        for i in range(total):
-            mp = mps[i % len(mps)]
+        for mp, op in A.rounds(mps, 8, total):
             d = L.ws_mnt(mp)
             found = []
-            op = (i // len(mps)) % 8
-            try:
+            with A.tally(st5):
                 if op == 0:
                     names = os.listdir(d)
                     L.scan_names(names, "listdir " + mp, found)
@@ -298,10 +290,6 @@ def test_class5_mounts_under_source(layout, amount_factory):
                     os.rmdir(os.path.join(d, L.CSUB))
                 else:
                     os.utime(d, (12345, 12345))
-                st5.errnos["ok"] += 1
-            except OSError as e:
-                st5.errnos[A.errname(e.errno)] += 1
-            st5.iterations += 1
             # The mount points themselves are workspace dirs underneath:
             # chmod/utime of mnt/ws/tm may change the dir under the tmpfs,
             # never the tmpfs root (a canary).
@@ -395,7 +383,7 @@ def test_class9_dir_moved_out(layout, amount, dest):
                 for i in range(total):
                     found = []
                     op = i % 8
-                    try:
+                    with A.tally(st9):
                         if op == 0:
                             L.scan_names(os.listdir(dfd), "listdir held",
                                          found)
@@ -428,10 +416,6 @@ def test_class9_dir_moved_out(layout, amount, dest):
                         else:
                             r = A.slurp("..", dir_fd=dfd)
                             L.scan_names(r[1], "listdir ..", found)
-                        st9.errnos["ok"] += 1
-                    except OSError as e:
-                        st9.errnos[A.errname(e.errno)] += 1
-                    st9.iterations += 1
                     A.check_round(L, st9, f"held dir op {op}", found)
     finally:
         holder.kill()

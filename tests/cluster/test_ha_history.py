@@ -65,21 +65,21 @@ def writer(mnt, node, seed, seconds):
 def metrics(c, i, timeout=2.0):
     """Replica i's metrics as {name: value} (labels dropped), or None if
     it does not answer (stopped, gone)."""
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
+    import wsfstest
+
+    def connect():
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(timeout)
+        try:
+            s.connect(os.path.join(c.dir, f"lockd-r{i}.metrics"))
+        except OSError:
+            s.close()
+            raise
+        return s
     try:
-        s.connect(os.path.join(c.dir, f"lockd-r{i}.metrics"))
-        s.sendall(b"GET /metrics HTTP/1.0\r\nHost: lockd\r\n\r\n")
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-    except OSError:
+        data = wsfstest.http_get(connect, timeout=timeout)[2]
+    except (OSError, ValueError, IndexError):
         return None
-    finally:
-        s.close()
     out = {}
     for line in data.decode(errors="replace").splitlines():
         if line.startswith("wslockd_"):

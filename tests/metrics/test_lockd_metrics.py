@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+import wsfstest
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "lockd"))
 
@@ -97,23 +99,9 @@ def parse_reference(text):
 
 
 def http_get(connect, path="/metrics"):
-    """One HTTP/1.0 request on a fresh socket; (status, headers, body)."""
-    s = connect()
-    try:
-        s.settimeout(5)
-        s.sendall(f"GET {path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        s.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = dict(ln.split(": ", 1) for ln in lines[1:])
+    """One HTTP/1.0 request on a fresh socket; (status, headers, body),
+    the body as long as the answer says."""
+    status, headers, body = wsfstest.http_get(connect, path)
     assert int(headers["Content-Length"]) == len(body)
     return status, headers, body.decode()
 

@@ -325,7 +325,7 @@ def test_fstab_mount_through_mount_fuse3(fuse_env):
         write(os.path.join(mnt, "w", "f"), b"via fstab")
         with open(os.path.join(src, "w", "f"), "rb") as f:
             assert f.read() == b"via fstab"
-        pid = _daemon_pid(mnt)
+        pid = wsfstest.wsfs_pid(mnt)
         assert pid, "no wsfs process serving the mount"
         r = subprocess.run(["umount", mnt], capture_output=True, text=True,
                            timeout=30)
@@ -339,20 +339,3 @@ def test_fstab_mount_through_mount_fuse3(fuse_env):
             os.kill(pid, 9)
         if mountinfo(mnt) is None:
             shutil.rmtree(base)
-
-
-def _daemon_pid(mnt):
-    """The pid of the wsfs process serving mnt (its argv names mnt, which
-    is a unique temp path)."""
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) == b"wsfs" and \
-                mnt.encode() in argv:
-            return int(d)
-    return None

@@ -223,17 +223,26 @@ KILLPRIV_OPS = {
 }
 
 
+def _mode_after(pair, mode, op, owner=(0, 0), as_user=True):
+    """The mode of a file made with mode and owner after op on it, by
+    the test user or by root: the same on the mount and natively."""
+    def sc(d):
+        p = _priv_file(d, mode, *owner)
+        if as_user:
+            as_u(op, p)
+        else:
+            op(p)
+        return stat.S_IMODE(os.stat(p).st_mode)
+    return same_on_both(pair, sc)
+
+
 @pytest.mark.parametrize("mode", [0o6777, 0o6757, 0o4777, 0o2777, 0o2767])
 @pytest.mark.parametrize("op", sorted(KILLPRIV_OPS))
 def test_killpriv_by_non_owner(pair, mount, op, mode):
     """A non-owner writing or truncating a setuid/setgid file clears the
     bits exactly as on the native filesystem (S_ISGID only when group
     execute is set)."""
-    def sc(d):
-        p = _priv_file(d, mode)
-        as_u(KILLPRIV_OPS[op], p)
-        return stat.S_IMODE(os.stat(p).st_mode)
-    r = same_on_both(pair, sc)
+    r = _mode_after(pair, mode, KILLPRIV_OPS[op])
     assert not r & stat.S_ISUID
     # the backing file agrees
     assert stat.S_IMODE(os.stat(mount.src("ws1", "t", "f")).st_mode) == r
@@ -241,21 +250,13 @@ def test_killpriv_by_non_owner(pair, mount, op, mode):
 
 @pytest.mark.parametrize("op", sorted(KILLPRIV_OPS))
 def test_killpriv_by_owner(pair, op):
-    def sc(d):
-        p = _priv_file(d, 0o6775, U, G)
-        as_u(KILLPRIV_OPS[op], p)
-        return stat.S_IMODE(os.stat(p).st_mode)
-    same_on_both(pair, sc)
+    _mode_after(pair, 0o6775, KILLPRIV_OPS[op], owner=(U, G))
 
 
 @pytest.mark.parametrize("op", ["write", "truncate"])
 def test_root_write_keeps_setuid(pair, op):
     """root (CAP_FSETID) keeps the bits, as on a local filesystem."""
-    def sc(d):
-        p = _priv_file(d, 0o6755, U, G)
-        KILLPRIV_OPS[op](p)
-        return stat.S_IMODE(os.stat(p).st_mode)
-    same_on_both(pair, sc)
+    _mode_after(pair, 0o6755, KILLPRIV_OPS[op], owner=(U, G), as_user=False)
 
 
 @pytest.mark.parametrize("who", ["root", "owner"])

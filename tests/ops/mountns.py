@@ -15,6 +15,7 @@ Usage: mountns.py WSFS_BINARY MOUNTPOINT [--write RELPATH] [--probe CMD]
 --write makes a file at MOUNTPOINT/RELPATH through the mount before the
 SIGTERM (a change, so a kind=shared mount takes cluster locks); --probe
 then runs the shell command CMD and reports its output, still mounted.
+tests/ must be on PYTHONPATH (for wsfstest), as test_mount.py puts it.
 """
 import ctypes
 import json
@@ -23,6 +24,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import wsfstest  # tests/, on PYTHONPATH (test_mount.py)
 
 CLONE_NEWNS = 0x00020000
 PR_SET_CHILD_SUBREAPER = 36
@@ -34,22 +37,6 @@ def mounted(mnt):
             fields = line.split()
             if fields[1] == mnt:
                 return fields
-    return None
-
-
-def find_daemon(mnt):
-    """The wsfs process serving mnt: its argv ends with the mount point."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")[:-1]
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) == b"wsfs" and \
-                mnt.encode() in argv:
-            return int(pid)
     return None
 
 
@@ -89,7 +76,7 @@ def main():
     if out["mounted"] is None:
         print(json.dumps(out))
         return
-    pid = find_daemon(mnt)
+    pid = wsfstest.wsfs_pid(mnt)
     out["daemon"] = pid
     reaped = False
     try:

@@ -59,6 +59,7 @@ def helper(mnt, *args):
     for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
         opts = [o for o in env.get(var, "").split(":") if o]
         env[var] = ":".join(opts + [f"log_path={logdir}/sanitizer"])
+    env["PYTHONPATH"] = os.path.dirname(os.path.abspath(wsfstest.__file__))
     p = subprocess.run([sys.executable, HELPER, WSFS, mnt, *args],
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr

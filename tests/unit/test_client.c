@@ -303,13 +303,20 @@ static struct {
 	struct wslock_conflict tc;
 } seen;
 
+/* A callback ran: count it, and apart if it ran inside a library call. */
+static void
+seen_call(int *n)
+{
+	if (seen.inside)
+		seen.ran_inside++;
+	(*n)++;
+}
+
 static void
 on_done(struct wslock *wl, uint64_t reqid, int status, uint64_t token,
     void *reqarg, void *arg)
 {
-	if (seen.inside)
-		seen.ran_inside++;
-	seen.ndone++;
+	seen_call(&seen.ndone);
 	seen.status = status;
 	seen.reqid = reqid;
 	seen.reqarg = reqarg;
@@ -318,9 +325,7 @@ on_done(struct wslock *wl, uint64_t reqid, int status, uint64_t token,
 static void
 on_state(struct wslock *wl, int state, void *arg)
 {
-	if (seen.inside)
-		seen.ran_inside++;
-	seen.nstate++;
+	seen_call(&seen.nstate);
 	seen.state = state;
 }
 
@@ -328,9 +333,7 @@ static void
 on_tested(struct wslock *wl, uint64_t reqid, int status,
     const struct wslock_conflict *c, void *reqarg, void *arg)
 {
-	if (seen.inside)
-		seen.ran_inside++;
-	seen.ntested++;
+	seen_call(&seen.ntested);
 	seen.tstatus = status;
 	seen.treqid = reqid;
 	seen.treqarg = reqarg;
