@@ -651,6 +651,16 @@ glock_kids_drop_pages(const struct glock_kid *v, size_t n)
 			    (void *)(uintptr_t)v[i].nodeid);
 }
 
+/* The node no longer holds g: given back or lost. */
+static void
+glock_hold_over_locked(struct glock *g)
+{
+	g->held = 0;
+	g->revoke = 0;
+	g->names = 0;
+	g->gone = 0;
+}
+
 /*
  * Give a lock back (work thread): make its writes durable, drop the
  * kernel's cache of it, then tell the server.
@@ -698,14 +708,11 @@ glock_do_release(void *arg)
 	if (!g->lost)
 		glock_history("release", g, g->held, 0);
 	g->lost = 0;
-	g->gone = 0;
 	(void)wslock_unlock(cluster_handle(), &r);
 	stats_count(SC_RELEASES, 1);
-	g->held = 0;
+	glock_hold_over_locked(g);
 	g->dirty = 0;
-	g->revoke = 0;
 	g->releasing = 0;
-	g->names = 0;
 	g->no_upgrade = 0;
 	if (g->foreign) {
 		/* Held for an object that is gone: free for the new one. */
@@ -820,10 +827,7 @@ glock_lost(const void *key, size_t keylen)
 		had = 1;
 		nodeid = g->nodeid;
 		names = g->names && g->type == S_IFDIR;
-		g->held = 0;
-		g->revoke = 0;
-		g->names = 0;
-		g->gone = 0;
+		glock_hold_over_locked(g);
 		glock_lru_del_locked(g);
 		glock_kick_locked(g, cluster_now_ms());
 		glock_gc_locked(g);

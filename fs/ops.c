@@ -284,6 +284,30 @@ ws_change_new(fuse_req_t req, int (*prepare)(struct ws_change *),
 
 static void	ws_change_go(struct ws_change *);
 
+/*
+ * A change of in (or of the entry name in it) by the caller, once
+ * perm_may_change(req, in, name, mode) allows it: NULL when the request
+ * was answered (refused, or no memory).
+ */
+static struct ws_change *
+ws_change_checked(fuse_req_t req, struct inode *in, const char *name,
+    mode_t mode, int (*prepare)(struct ws_change *),
+    int (*run)(struct ws_change *), const char *name2)
+{
+	struct ws_change	*c;
+	int			 r;
+
+	if ((r = perm_may_change(req, in, name, mode)) < 0) {
+		fuse_reply_err(req, -r);
+		return NULL;
+	}
+	if ((c = ws_change_new(req, prepare, run, name, name2, NULL, 0)) ==
+	    NULL)
+		return NULL;
+	c->in = in;
+	return c;
+}
+
 /* Run a change whose locks are held; start over if it asks to. */
 static void
 ws_change_run(struct ws_change *c)
@@ -543,18 +567,11 @@ static void
 ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct fuse_file_info *fi)
 {
-	struct inode		*in = ws_inode(ino);
 	struct ws_change	*c;
-	int			 r;
 
-	if ((r = perm_may_change(req, in, NULL, 0)) < 0) {
-		fuse_reply_err(req, -r);
+	if ((c = ws_change_checked(req, ws_inode(ino), NULL, 0, ws_prepare_in,
+	    ws_setattr_run, NULL)) == NULL)
 		return;
-	}
-	if ((c = ws_change_new(req, ws_prepare_in, ws_setattr_run, NULL, NULL,
-	    NULL, 0)) == NULL)
-		return;
-	c->in = in;
 	c->attr = *attr;
 	c->to_set = to_set;
 	if (fi != NULL) {
@@ -628,18 +645,11 @@ static void
 ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     const char *link)
 {
-	struct inode		*p = ws_inode(parent);
 	struct ws_change	*c;
-	int			 r;
 
-	if ((r = perm_may_change(req, p, name, mode)) < 0) {
-		fuse_reply_err(req, -r);
+	if ((c = ws_change_checked(req, ws_inode(parent), name, mode,
+	    ws_prepare_in, ws_make_run, link)) == NULL)
 		return;
-	}
-	if ((c = ws_change_new(req, ws_prepare_in, ws_make_run, name, link,
-	    NULL, 0)) == NULL)
-		return;
-	c->in = p;
 	c->mode = mode;
 	ws_change_go(c);
 }
@@ -724,18 +734,11 @@ ws_remove_run(struct ws_change *c)
 static void
 ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
-	struct inode		*p = ws_inode(parent);
 	struct ws_change	*c;
-	int			 r;
 
-	if ((r = perm_may_change(req, p, name, 0)) < 0) {
-		fuse_reply_err(req, -r);
+	if ((c = ws_change_checked(req, ws_inode(parent), name, 0,
+	    ws_remove_prepare, ws_remove_run, NULL)) == NULL)
 		return;
-	}
-	if ((c = ws_change_new(req, ws_remove_prepare, ws_remove_run, name,
-	    NULL, NULL, 0)) == NULL)
-		return;
-	c->in = p;
 	c->flags = flags;
 	ws_change_go(c);
 }
@@ -1021,18 +1024,11 @@ static void
 ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     struct fuse_file_info *fi)
 {
-	struct inode		*p = ws_inode(parent);
 	struct ws_change	*c;
-	int			 r;
 
-	if ((r = perm_may_change(req, p, name, S_IFREG)) < 0) {
-		fuse_reply_err(req, -r);
+	if ((c = ws_change_checked(req, ws_inode(parent), name, S_IFREG,
+	    ws_prepare_in, ws_create_run, NULL)) == NULL)
 		return;
-	}
-	if ((c = ws_change_new(req, ws_prepare_in, ws_create_run, name, NULL,
-	    NULL, 0)) == NULL)
-		return;
-	c->in = p;
 	c->mode = mode;
 	c->fi = *fi;
 	c->has_fi = 1;
