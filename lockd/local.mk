@@ -39,7 +39,11 @@ tests_unit_test_client_LDADD = lockd/libwslock.a lockd/libwsutil.a \
 endif
 
 if ENABLE_FUZZING
-FUZZ_TARGETS += tests/fuzz/fuzz_proto
+FUZZ_TARGETS += tests/fuzz/fuzz_proto tests/fuzz/fuzz_lockkey
+tests_fuzz_fuzz_lockkey_SOURCES = tests/fuzz/fuzz_lockkey.c
+tests_fuzz_fuzz_lockkey_CPPFLAGS = $(LOCKD_INC)
+tests_fuzz_fuzz_lockkey_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
+tests_fuzz_fuzz_lockkey_LDADD = lockd/libwsutil.a
 tests_fuzz_fuzz_proto_SOURCES = tests/fuzz/fuzz_proto.c lockd/codec.c \
 	lockd/lockd.h lockd/proto.h
 tests_fuzz_fuzz_proto_CPPFLAGS = $(LOCKD_INC)
