@@ -50,7 +50,8 @@ lockkey_parse_gen(const void *key, size_t len, char *kind, uint64_t *source,
 	char		 buf[LOCKKEY_MAX], *slash, *slash2;
 	uint64_t	 s, i, g = 0;
 
-	if (len < 5 || len >= sizeof buf)
+	/* A NUL would end the string early: "g/1/2\0" is not a key. */
+	if (len < 5 || len >= sizeof buf || memchr(key, '\0', len) != NULL)
 		return -EINVAL;
 	memcpy(buf, key, len);
 	buf[len] = '\0';

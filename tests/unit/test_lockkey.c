@@ -96,6 +96,9 @@ test_generation(void **state)
 	assert_string_equal(buf, "g/1/2/3");
 	assert_int_equal(lockkey_parse(buf, n, &kind, &src, &ino), 0);
 	assert_true(src == 1 && ino == 2);
+	/* Bytes after a NUL are part of the key, not padding. */
+	assert_int_equal(lockkey_parse_gen("g/1/2\0\0", 7, &kind, &src, &ino,
+	    &gen), -EINVAL);
 }
 
 UNIT_MAIN(1, NULL, NULL,
