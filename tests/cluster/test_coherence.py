@@ -112,17 +112,14 @@ import random
 import re
 import stat
 import subprocess
-import sys
 import threading
 import time
 
 from clusterlib import LONG, PYTHON
 from wsfstest import where
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import coherenceworker  # noqa: E402
-from coherenceworker import MAPLEN, MUTATIONS, data_of  # noqa: E402
+import coherenceworker
+from coherenceworker import MAPLEN, MUTATIONS, data_of
 
 NODES = 3
 FIXED_DIRS = ("t", "t/a", "t/b", "t/a/c")
