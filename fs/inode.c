@@ -10,9 +10,11 @@
 
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include <dirent.h>
 #include <errno.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <search.h>
 #include <stdio.h>
@@ -34,6 +36,7 @@ static struct {
 	int			 mount_fd;	/* for open_by_handle_at */
 	int			 handles_warned;
 	int			 lazy_handles;	/* set before any lookup */
+	int			 handles_die;	/* const: see inode_table_init */
 	int			*closing;	/* fds to close after unlock */
 	size_t			 nclosing, closing_cap;
 	struct inode		 root;
@@ -340,6 +343,7 @@ void
 inode_table_init(int source_fd, int max_fds)
 {
 	struct stat	st;
+	struct statfs	sf;
 
 	if (fstatat(source_fd, "", &st, AT_EMPTY_PATH) == -1)
 		fatal("stat %s", wsfs.source);
@@ -353,6 +357,15 @@ inode_table_init(int source_fd, int max_fds)
 	itab.root.fd = source_fd;
 	itab.root.nlookup = 1;
 	itab.root.pinned = 1;
+	/*
+	 * A FUSE filesystem without export support (GlusterFS's client) gives
+	 * handles of its node ids: they die when the kernel forgets its inode,
+	 * while the object lives on. Elsewhere a stale handle means the object
+	 * was removed (NFS and CephFS have export operations), and its number
+	 * may already name a new one: nothing is reopened by name there.
+	 */
+	itab.handles_die = fstatfs(source_fd, &sf) == 0 &&
+	    (unsigned long)sf.f_type == FUSE_SUPER_MAGIC;
 }
 
 struct inode *
@@ -571,8 +584,7 @@ inode_fd_get(struct inode *in)
  * and symlinks know where the kernel sees them (parent and knames): open
  * that name again below the parent, as a lookup would, and keep the fd
  * only if it is the same object (number, device, type). -ESTALE if not.
- * Not on a local filesystem: there a stale handle means the object was
- * removed, and its number may already name a new one.
+ * Only where handles die with a client's cache (inode_table_init).
  */
 static int
 inode_reopen_by_name(struct inode *in)
@@ -583,7 +595,7 @@ inode_reopen_by_name(struct inode *in)
 	char		*name = NULL;
 	int		 pfd, fd = -ESTALE;
 
-	if (wsfs.source_local || (in->type != S_IFDIR && in->type != S_IFLNK))
+	if (!itab.handles_die || (in->type != S_IFDIR && in->type != S_IFLNK))
 		return -ESTALE;
 	pthread_mutex_lock(&itab.lock);
 	LIST_FOREACH(k, &in->knames, entry)
@@ -682,7 +694,7 @@ inode_open(struct inode *in, int flags)
 		if (fd >= 0)
 			return fd;
 		/* A directory may still be there: see inode_reopen_by_name. */
-		if (errno != ESTALE || in->type != S_IFDIR)
+		if (errno != ESTALE || in->type != S_IFDIR || !itab.handles_die)
 			return errno == ESTALE ? -ENOENT : -errno;
 	}
 	if ((r = inode_fd_get(in)) < 0)
