@@ -339,6 +339,54 @@ lost:
 	return NULL;
 }
 
+/*
+ * Regular files are one inode whatever their names, so the rename table
+ * keeps none of theirs. Where handles die with a client's cache a file
+ * needs them all the same, to be found again (inode_reopen_by_name): the
+ * names the kernel was last given for it, newest first, at most
+ * KNAME_FILE_MAX, moved by a rename and dropped by an unlink through the
+ * mount as the table's are. A name lost for lack of memory only costs
+ * the reopen.
+ */
+#define KNAME_FILE_MAX	4
+
+static void
+kname_file_set_locked(struct inode *dir, const char *name, struct inode *in)
+{
+	struct kname	*k, *last = NULL, **slot;
+	size_t		 len = strlen(name);
+	int		 n = 0;
+
+	if (!itab.handles_die || in->type != S_IFREG || in->ws_root == NULL)
+		return;
+	if ((k = kname_find_locked(dir, name)) != NULL) {
+		if (k->in == in) {
+			LIST_REMOVE(k, entry);
+			LIST_INSERT_HEAD(&in->knames, k, entry);
+			return;
+		}
+		/* The kernel's name leads to in now. */
+		kname_drop_locked(k);
+	}
+	LIST_FOREACH(k, &in->knames, entry) {
+		last = k;
+		n++;
+	}
+	if (n >= KNAME_FILE_MAX)
+		kname_drop_locked(last);
+	if ((k = malloc(sizeof *k + len + 1)) == NULL)
+		return;
+	k->dir = dir;
+	k->in = in;
+	memcpy(k->name, name, len + 1);
+	if ((slot = tsearch(k, &itab.names, kname_cmp)) == NULL) {
+		free(k);
+		return;
+	}
+	dir->refs++;
+	LIST_INSERT_HEAD(&in->knames, k, entry);
+}
+
 void
 inode_table_init(int source_fd, int max_fds)
 {
@@ -539,6 +587,17 @@ inode_forget(struct inode *in, uint64_t n)
 static int	inode_reopen_by_name(struct inode *);
 
 /*
+ * A stale handle means a removed object where handles do not die with a
+ * client's cache: ENOENT. On a FUSE storage ESTALE is passed on, so that
+ * the kernel walks the path again and finds what the name leads to now.
+ */
+static int
+inode_stale_error(int err)
+{
+	return err == -ESTALE && !itab.handles_die ? -ENOENT : err;
+}
+
+/*
  * Pin and return the inode's O_PATH fd, reopening it from its handle if it
  * was evicted. Every successful call is paired with inode_fd_put().
  */
@@ -557,10 +616,8 @@ inode_fd_get(struct inode *in)
 			fd = -errno;
 		if (fd == -ESTALE)
 			fd = inode_reopen_by_name(in);
-		if (fd < 0) {
-			/* The inode is gone from the backing store. */
-			return fd == -ESTALE ? -ENOENT : fd;
-		}
+		if (fd < 0)
+			return inode_stale_error(fd);
 		pthread_mutex_lock(&itab.lock);
 		if (in->fd < 0) {
 			in->fd = fd;
@@ -577,52 +634,75 @@ inode_fd_get(struct inode *in)
 }
 
 /*
+ * Open name below dir, beneath it and following nothing, as a lookup
+ * would, and keep the fd only if it is in's object: the same number,
+ * device and type. -ESTALE if not.
+ */
+static int
+inode_reopen_at(struct inode *in, struct inode *dir, const char *name)
+{
+	struct stat	st;
+	int		pfd, fd;
+
+	if ((pfd = inode_fd_get(dir)) < 0)
+		return -ESTALE;
+	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
+	inode_fd_put(dir);
+	if (fd < 0)
+		return -ESTALE;
+	if (fstat(fd, &st) == -1 || st.st_ino != in->ino ||
+	    st.st_dev != in->dev || (st.st_mode & S_IFMT) != in->type) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/*
  * A stale handle need not mean a removed object: GlusterFS's FUSE client
  * gives handles that die with its kernel inode (drop_caches, memory
  * pressure), so a directory that is some process's cwd, or a name the
  * kernel cached, would read as gone once its fd was evicted. Directories
- * and symlinks know where the kernel sees them (parent and knames): open
- * that name again below the parent, as a lookup would, and keep the fd
- * only if it is the same object (number, device, type). -ESTALE if not.
- * Only where handles die with a client's cache (inode_table_init).
+ * and symlinks know where the kernel sees them (parent and knames),
+ * regular files the names it was last given (kname_file_set_locked):
+ * open such a name again (inode_reopen_at), newest first. -ESTALE if
+ * none leads to in's object. Only where handles die with a client's
+ * cache (inode_table_init).
  */
 static int
 inode_reopen_by_name(struct inode *in)
 {
-	struct inode	*dir = NULL;
+	struct inode	*dirs[KNAME_FILE_MAX];
 	struct kname	*k;
-	struct stat	 st;
-	char		*name = NULL;
-	int		 pfd, fd = -ESTALE;
+	char		*names[KNAME_FILE_MAX];
+	int		 i, n = 0, fd = -ESTALE;
 
-	if (!itab.handles_die || (in->type != S_IFDIR && in->type != S_IFLNK))
+	if (!itab.handles_die || (in->type != S_IFDIR &&
+	    in->type != S_IFLNK && in->type != S_IFREG))
 		return -ESTALE;
 	pthread_mutex_lock(&itab.lock);
-	LIST_FOREACH(k, &in->knames, entry)
-		if (k->dir == in->parent)
+	LIST_FOREACH(k, &in->knames, entry) {
+		if (n == KNAME_FILE_MAX)
 			break;
-	if (k != NULL && k->dir != NULL && (name = strdup(k->name)) != NULL) {
-		dir = k->dir;
-		dir->refs++;		/* the name may go while we open it */
+		/* A directory or symlink: the name below its parent. */
+		if (in->type != S_IFREG && k->dir != in->parent)
+			continue;
+		if ((names[n] = strdup(k->name)) == NULL)
+			break;
+		dirs[n] = k->dir;
+		dirs[n++]->refs++;	/* the name may go while we open it */
+		if (in->type != S_IFREG)
+			break;
 	}
 	itab_unlock();
-	if (dir == NULL)
-		return -ESTALE;
-	if ((pfd = inode_fd_get(dir)) >= 0) {
-		fd = inode_openat_beneath(pfd, name, O_PATH, 0);
-		inode_fd_put(dir);
-		if (fd >= 0 && (fstat(fd, &st) == -1 || st.st_ino != in->ino ||
-		    st.st_dev != in->dev ||
-		    (st.st_mode & S_IFMT) != in->type)) {
-			close(fd);
-			fd = -ESTALE;
-		} else if (fd < 0)
-			fd = -ESTALE;
-	}
+	for (i = 0; i < n && fd < 0; i++)
+		fd = inode_reopen_at(in, dirs[i], names[i]);
 	pthread_mutex_lock(&itab.lock);
-	inode_unref_locked(dir);
+	for (i = 0; i < n; i++)
+		inode_unref_locked(dirs[i]);
 	itab_unlock();
-	free(name);
+	for (i = 0; i < n; i++)
+		free(names[i]);
 	return fd;
 }
 
@@ -693,9 +773,9 @@ inode_open(struct inode *in, int flags)
 		fd = open_by_handle_at(itab.mount_fd, fh, flags);
 		if (fd >= 0)
 			return fd;
-		/* A directory may still be there: see inode_reopen_by_name. */
-		if (errno != ESTALE || in->type != S_IFDIR || !itab.handles_die)
-			return errno == ESTALE ? -ENOENT : -errno;
+		/* The object may still be there: see inode_reopen_by_name. */
+		if (errno != ESTALE || !itab.handles_die)
+			return inode_stale_error(-errno);
 	}
 	if ((r = inode_fd_get(in)) < 0)
 		return r;
@@ -849,6 +929,11 @@ inode_renamed(struct inode *from, const char *name, struct inode *to,
 	if (exchange && back != NULL)
 		inode_moved_locked(back, from,
 		    kname_set_locked(from, name, back));
+	/* A file's names follow it too (inode_reopen_by_name). */
+	if (moved != NULL)
+		kname_file_set_locked(to, newname, moved);
+	if (exchange && back != NULL)
+		kname_file_set_locked(from, name, back);
 	inode_unref_locked(to);
 	inode_unref_locked(from);
 	itab_unlock();
@@ -1003,6 +1088,7 @@ inode_adopt_in(struct inode *parent, const char *name, int fd,
 	in = *slot;
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
+	kname_file_set_locked(parent, name, in);
 	if (in->fd < 0) {
 		in->fd = fd;
 		itab.nfds++;
@@ -1095,6 +1181,7 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	}
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
+	kname_file_set_locked(parent, name, in);
 	itab_unlock();
 	inode_entry(in, &st, e);
 	return 1;

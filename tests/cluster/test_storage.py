@@ -572,6 +572,62 @@ def test_files_removed_behind_a_nodes_back(cluster_factory):
                                                          "replaced"]
 
 
+def test_file_whose_handle_went_stale(cluster_factory):
+    """The same for regular files. A process's O_PATH fd keeps a file's
+    wsfs inode (and its name) in the kernel but opens nothing in wsfs, so
+    once wsfs evicted its own fd (max_fds) and the kernel dropped
+    GlusterFS's inode, wsfs holds only a dead handle. The file must still
+    be found by the name the kernel knows, also after a rename and an
+    unlink of another name through the mount; one replaced behind wsfs's
+    back must never be taken for the old one."""
+    c = cluster_factory(storage="gluster", nodes=1, wsfs_opts="max_fds=2",
+                        lock_timeout=10, lease_ms=4000)
+    ws = c.path(1, "ws")
+    d = os.path.join(ws, "d")
+    os.makedirs(d)
+    for name in ("f", "a", "r"):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(f"{name}\n")
+    for i in range(40):
+        with open(os.path.join(ws, f"x{i}"), "w") as f:
+            f.write(f"{i}\n")
+    os.rename(os.path.join(d, "a"), os.path.join(ws, "b"))
+    fds = {}
+    fds["f"] = os.open(os.path.join(d, "f"), os.O_PATH)
+    # A second name, the newest the kernel was given, then removed.
+    os.link(os.path.join(d, "f"), os.path.join(ws, "l"))
+    os.unlink(os.path.join(ws, "l"))
+    fds["b"] = os.open(os.path.join(ws, "b"), os.O_PATH)
+    fds["r"] = os.open(os.path.join(d, "r"), os.O_PATH)
+    # Replaced through the admin's GlusterFS client, not through wsfs.
+    with open(c.src("ws", "d", "r.new"), "w") as f:
+        f.write("new\n")
+    os.rename(c.src("ws", "d", "r.new"), c.src("ws", "d", "r"))
+
+    def read(path):
+        with open(path) as f:
+            return f.read()
+
+    try:
+        for i in range(40):		# evicts the fds of f, b and r
+            read(os.path.join(ws, f"x{i}"))
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        assert read(f"/proc/self/fd/{fds['f']}") == "f\n"
+        assert read(os.path.join(d, "f")) == "f\n"
+        assert read(f"/proc/self/fd/{fds['b']}") == "a\n"
+        assert os.fstat(fds["f"]).st_size == 2
+        with pytest.raises(OSError) as e:
+            read(f"/proc/self/fd/{fds['r']}")
+        assert e.value.errno in (errno.ENOENT, errno.ESTALE), e.value
+        # The name leads to the new file: the kernel asks wsfs again.
+        assert read(os.path.join(d, "r")) == "new\n"
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] != "append":
         sys.exit("usage: test_storage.py append PATH NODE")
