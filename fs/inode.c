@@ -587,14 +587,30 @@ inode_forget(struct inode *in, uint64_t n)
 static int	inode_reopen_by_name(struct inode *);
 
 /*
- * A stale handle means a removed object where handles do not die with a
- * client's cache: ENOENT. On a FUSE storage ESTALE is passed on, so that
- * the kernel walks the path again and finds what the name leads to now.
+ * The storage answered err to what wsfs did on in, and wsfs passes it on
+ * (EIO, or ESTALE where handles die with a client's cache): say which
+ * object, so that a failing storage is told from a failing wsfs. Where a
+ * stale handle means a removed object, it is answered ENOENT, and needs
+ * no line. Returns what to answer.
  */
 static int
-inode_stale_error(int err)
+inode_storage_error(struct inode *in, const char *what, int err)
 {
-	return err == -ESTALE && !itab.handles_die ? -ENOENT : err;
+	char	ws[NAME_MAX + 1] = "?";
+
+	if (err == -ESTALE && !itab.handles_die)
+		return -ENOENT;
+	if (err != -EIO && err != -ESTALE)
+		return err;
+	pthread_mutex_lock(&itab.lock);
+	if (in->ws_root != NULL && in->ws_root->name != NULL)
+		snprintf(ws, sizeof ws, "%s", in->ws_root->name);
+	itab_unlock();
+	log_limited(LOG_ERR, "storage-error", "%s: workspace %s (%llu), inode "
+	    "%llu: %s: the storage answered %s", wsfs.source, ws,
+	    (unsigned long long)in->ws, (unsigned long long)in->ino, what,
+	    strerror(-err));
+	return err;
 }
 
 /*
@@ -616,8 +632,13 @@ inode_fd_get(struct inode *in)
 			fd = -errno;
 		if (fd == -ESTALE)
 			fd = inode_reopen_by_name(in);
+		/*
+		 * Not found again: the object is gone, or on a FUSE storage
+		 * ESTALE makes the kernel walk the path again, which finds
+		 * what the name leads to now.
+		 */
 		if (fd < 0)
-			return inode_stale_error(fd);
+			return inode_storage_error(in, "reopen", fd);
 		pthread_mutex_lock(&itab.lock);
 		if (in->fd < 0) {
 			in->fd = fd;
@@ -775,7 +796,7 @@ inode_open(struct inode *in, int flags)
 			return fd;
 		/* The object may still be there: see inode_reopen_by_name. */
 		if (errno != ESTALE || !itab.handles_die)
-			return inode_stale_error(-errno);
+			return inode_storage_error(in, "open", -errno);
 	}
 	if ((r = inode_fd_get(in)) < 0)
 		return r;
@@ -794,7 +815,7 @@ inode_stat(struct inode *in, struct stat *st)
 	if ((fd = inode_fd_get(in)) < 0)
 		return fd;
 	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
-		r = -errno;
+		r = inode_storage_error(in, "stat", -errno);
 	inode_fd_put(in);
 	return r;
 }
@@ -1300,7 +1321,7 @@ inode_lookup_walk(struct inode *parent, const char *name, int maybe_known,
 		return -EACCES;
 	}
 	if (fd < 0)
-		return fd;
+		return inode_storage_error(parent, "lookup below it", fd);
 	if ((r = inode_adopt_in(parent, name, fd, e, &fresh)) < 0)
 		return r;
 	if (fresh != !maybe_known)

@@ -30,6 +30,7 @@ SIGTERM.
 import errno
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -621,6 +622,9 @@ def test_file_whose_handle_went_stale(cluster_factory):
         with pytest.raises(OSError) as e:
             read(f"/proc/self/fd/{fds['r']}")
         assert e.value.errno in (errno.ENOENT, errno.ESTALE), e.value
+        # The error passed on names the object.
+        assert re.search(r"workspace ws \(\d+\), inode \d+: reopen: the "
+                         r"storage answered Stale file handle", c.logs())
         # The name leads to the new file: the kernel asks wsfs again.
         assert read(os.path.join(d, "r")) == "new\n"
     finally:
