@@ -580,13 +580,14 @@ def test_file_whose_handle_went_stale(cluster_factory):
     GlusterFS's inode, wsfs holds only a dead handle. The file must still
     be found by the name the kernel knows, also after a rename and an
     unlink of another name through the mount; one replaced behind wsfs's
-    back must never be taken for the old one."""
+    back must never be taken for the old one, and a symlink put in its
+    place never followed (a canary outside the workspace)."""
     c = cluster_factory(storage="gluster", nodes=1, wsfs_opts="max_fds=2",
                         lock_timeout=10, lease_ms=4000)
     ws = c.path(1, "ws")
     d = os.path.join(ws, "d")
     os.makedirs(d)
-    for name in ("f", "a", "r"):
+    for name in ("f", "a", "r", "s"):
         with open(os.path.join(d, name), "w") as f:
             f.write(f"{name}\n")
     for i in range(40):
@@ -600,10 +601,15 @@ def test_file_whose_handle_went_stale(cluster_factory):
     os.unlink(os.path.join(ws, "l"))
     fds["b"] = os.open(os.path.join(ws, "b"), os.O_PATH)
     fds["r"] = os.open(os.path.join(d, "r"), os.O_PATH)
+    fds["s"] = os.open(os.path.join(d, "s"), os.O_PATH)
     # Replaced through the admin's GlusterFS client, not through wsfs.
     with open(c.src("ws", "d", "r.new"), "w") as f:
         f.write("new\n")
     os.rename(c.src("ws", "d", "r.new"), c.src("ws", "d", "r"))
+    with open(c.src("canary"), "w") as f:
+        f.write("canary\n")
+    os.symlink("../../canary", c.src("ws", "d", "s.new"))
+    os.rename(c.src("ws", "d", "s.new"), c.src("ws", "d", "s"))
 
     def read(path):
         with open(path) as f:
@@ -627,6 +633,13 @@ def test_file_whose_handle_went_stale(cluster_factory):
                          r"storage answered Stale file handle", c.logs())
         # The name leads to the new file: the kernel asks wsfs again.
         assert read(os.path.join(d, "r")) == "new\n"
+        # A symlink in the file's place is not the file, and not followed.
+        with pytest.raises(OSError) as e:
+            read(f"/proc/self/fd/{fds['s']}")
+        assert e.value.errno in (errno.ENOENT, errno.ESTALE), e.value
+        with pytest.raises(OSError) as e:
+            read(os.path.join(d, "s"))
+        assert e.value.errno == errno.ENOENT, e.value
     finally:
         for fd in fds.values():
             os.close(fd)
