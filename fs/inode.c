@@ -275,10 +275,34 @@ static void inode_unref_locked(struct inode *in);
 static void
 kname_drop_locked(struct kname *k)
 {
-	tdelete(k, &itab.names, kname_cmp);
+	struct kname	**slot;
+
+	/* Names kept off the tree: kname_lose_locked, kname_file_add_locked. */
+	if ((slot = tfind(k, &itab.names, kname_cmp)) != NULL && *slot == k)
+		tdelete(k, &itab.names, kname_cmp);
 	LIST_REMOVE(k, entry);
 	inode_unref_locked(k->dir);
 	free(k);
+}
+
+/*
+ * The kernel's name k leads to in now. Where k's inode is in's object,
+ * entered again because a lookup found its handle dead (inode_adopt_in),
+ * the kernel may hold that inode still (an fd, a cwd) after it forgot
+ * in: it keeps the name off the tree, so that inode_reopen_by_name can
+ * find it again, though a rename no longer moves it.
+ */
+static void
+kname_lose_locked(struct kname *k, struct inode *in)
+{
+	struct inode	*old = k->in;
+
+	if (!itab.handles_die || old->ino != in->ino || old->dev != in->dev ||
+	    old->type != in->type) {
+		kname_drop_locked(k);
+		return;
+	}
+	tdelete(k, &itab.names, kname_cmp);
 }
 
 /* Does the kernel hold the names the rename table keys inodes by? */
@@ -319,7 +343,7 @@ kname_set_locked(struct inode *dir, const char *name, struct inode *in)
 	if ((k = kname_find_locked(dir, name)) != NULL) {
 		if (k->in == in)
 			return k;
-		kname_drop_locked(k);
+		kname_lose_locked(k, in);
 	}
 	if ((k = malloc(sizeof *k + len + 1)) == NULL)
 		goto lost;
@@ -350,12 +374,34 @@ lost:
  */
 #define KNAME_FILE_MAX	4
 
+/* Add name to in's names, off the tree, making room: NULL if no memory. */
+static struct kname *
+kname_file_add_locked(struct inode *dir, const char *name, struct inode *in)
+{
+	struct kname	*k, *last = NULL;
+	size_t		 len = strlen(name);
+	int		 n = 0;
+
+	LIST_FOREACH(k, &in->knames, entry) {
+		last = k;
+		n++;
+	}
+	if (n >= KNAME_FILE_MAX)
+		kname_drop_locked(last);
+	if ((k = malloc(sizeof *k + len + 1)) == NULL)
+		return NULL;
+	k->dir = dir;
+	k->in = in;
+	memcpy(k->name, name, len + 1);
+	dir->refs++;
+	LIST_INSERT_HEAD(&in->knames, k, entry);
+	return k;
+}
+
 static void
 kname_file_set_locked(struct inode *dir, const char *name, struct inode *in)
 {
-	struct kname	*k, *last = NULL, **slot;
-	size_t		 len = strlen(name);
-	int		 n = 0;
+	struct kname	*k, **slot;
 
 	if (!itab.handles_die || in->type != S_IFREG || in->ws_root == NULL)
 		return;
@@ -365,26 +411,12 @@ kname_file_set_locked(struct inode *dir, const char *name, struct inode *in)
 			LIST_INSERT_HEAD(&in->knames, k, entry);
 			return;
 		}
-		/* The kernel's name leads to in now. */
+		kname_lose_locked(k, in);
+	}
+	if ((k = kname_file_add_locked(dir, name, in)) == NULL)
+		return;
+	if ((slot = tsearch(k, &itab.names, kname_cmp)) == NULL || *slot != k)
 		kname_drop_locked(k);
-	}
-	LIST_FOREACH(k, &in->knames, entry) {
-		last = k;
-		n++;
-	}
-	if (n >= KNAME_FILE_MAX)
-		kname_drop_locked(last);
-	if ((k = malloc(sizeof *k + len + 1)) == NULL)
-		return;
-	k->dir = dir;
-	k->in = in;
-	memcpy(k->name, name, len + 1);
-	if ((slot = tsearch(k, &itab.names, kname_cmp)) == NULL) {
-		free(k);
-		return;
-	}
-	dir->refs++;
-	LIST_INSERT_HEAD(&in->knames, k, entry);
 }
 
 void
@@ -654,23 +686,12 @@ inode_fd_get(struct inode *in)
 	return fd;
 }
 
-/*
- * Open name below dir, beneath it and following nothing, as a lookup
- * would, and keep the fd only if it is in's object: the same number,
- * device and type. -ESTALE if not.
- */
+/* Keep fd (owned by the call) only if it is in's object; -ESTALE if not. */
 static int
-inode_reopen_at(struct inode *in, struct inode *dir, const char *name)
+inode_reopen_check(struct inode *in, int fd)
 {
 	struct stat	st;
-	int		pfd, fd;
 
-	if ((pfd = inode_fd_get(dir)) < 0)
-		return -ESTALE;
-	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
-	inode_fd_put(dir);
-	if (fd < 0)
-		return -ESTALE;
 	if (fstat(fd, &st) == -1 || st.st_ino != in->ino ||
 	    st.st_dev != in->dev || (st.st_mode & S_IFMT) != in->type) {
 		close(fd);
@@ -680,20 +701,58 @@ inode_reopen_at(struct inode *in, struct inode *dir, const char *name)
 }
 
 /*
+ * Open name below dir, beneath it and following nothing, as a lookup
+ * would, and keep the fd only if it is in's object: the same number,
+ * device and type. -ESTALE if not.
+ */
+static int
+inode_reopen_at(struct inode *in, struct inode *dir, const char *name)
+{
+	int	pfd, fd;
+
+	if ((pfd = inode_fd_get(dir)) < 0)
+		return -ESTALE;
+	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
+	inode_fd_put(dir);
+	if (fd < 0)
+		return -ESTALE;
+	return inode_reopen_check(in, fd);
+}
+
+/*
+ * Another inode of in's object, entered since by a lookup that found in's
+ * handle dead: its fd is the same object's.
+ */
+static int
+inode_reopen_from(struct inode *in, struct inode *sib)
+{
+	int	sfd, fd;
+
+	if ((sfd = inode_fd_get(sib)) < 0)
+		return -ESTALE;
+	fd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
+	inode_fd_put(sib);
+	if (fd == -1)
+		return -ESTALE;
+	return inode_reopen_check(in, fd);
+}
+
+/*
  * A stale handle need not mean a removed object: GlusterFS's FUSE client
  * gives handles that die with its kernel inode (drop_caches, memory
  * pressure), so a directory that is some process's cwd, or a name the
  * kernel cached, would read as gone once its fd was evicted. Directories
  * and symlinks know where the kernel sees them (parent and knames),
  * regular files the names it was last given (kname_file_set_locked):
- * open such a name again (inode_reopen_at), newest first. -ESTALE if
- * none leads to in's object. Only where handles die with a client's
+ * open such a name again (inode_reopen_at), newest first, unless the
+ * table holds another inode of the object (inode_reopen_from). -ESTALE
+ * if none leads to in's object. Only where handles die with a client's
  * cache (inode_table_init).
  */
 static int
 inode_reopen_by_name(struct inode *in)
 {
-	struct inode	*dirs[KNAME_FILE_MAX];
+	struct inode	*dirs[KNAME_FILE_MAX], *sib = NULL, **slot;
 	struct kname	*k;
 	char		*names[KNAME_FILE_MAX];
 	int		 i, n = 0, fd = -ESTALE;
@@ -702,6 +761,11 @@ inode_reopen_by_name(struct inode *in)
 	    in->type != S_IFLNK && in->type != S_IFREG))
 		return -ESTALE;
 	pthread_mutex_lock(&itab.lock);
+	if (in->detached && (slot = tfind(in, &itab.tree, inode_cmp)) != NULL &&
+	    *slot != in) {
+		sib = *slot;
+		sib->refs++;
+	}
 	LIST_FOREACH(k, &in->knames, entry) {
 		if (n == KNAME_FILE_MAX)
 			break;
@@ -716,9 +780,13 @@ inode_reopen_by_name(struct inode *in)
 			break;
 	}
 	itab_unlock();
+	if (sib != NULL)
+		fd = inode_reopen_from(in, sib);
 	for (i = 0; i < n && fd < 0; i++)
 		fd = inode_reopen_at(in, dirs[i], names[i]);
 	pthread_mutex_lock(&itab.lock);
+	if (sib != NULL)
+		inode_unref_locked(sib);
 	for (i = 0; i < n; i++)
 		inode_unref_locked(dirs[i]);
 	itab_unlock();

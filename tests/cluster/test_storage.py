@@ -587,7 +587,7 @@ def test_file_whose_handle_went_stale(cluster_factory):
     ws = c.path(1, "ws")
     d = os.path.join(ws, "d")
     os.makedirs(d)
-    for name in ("f", "a", "r", "s"):
+    for name in ("f", "a", "r", "s", "o"):
         with open(os.path.join(d, name), "w") as f:
             f.write(f"{name}\n")
     for i in range(40):
@@ -602,6 +602,8 @@ def test_file_whose_handle_went_stale(cluster_factory):
     fds["b"] = os.open(os.path.join(ws, "b"), os.O_PATH)
     fds["r"] = os.open(os.path.join(d, "r"), os.O_PATH)
     fds["s"] = os.open(os.path.join(d, "s"), os.O_PATH)
+    # An open file: wsfs's own fd keeps GlusterFS's inode, and its handle.
+    fds["o"] = os.open(os.path.join(d, "o"), os.O_RDONLY)
     # Replaced through the admin's GlusterFS client, not through wsfs.
     with open(c.src("ws", "d", "r.new"), "w") as f:
         f.write("new\n")
@@ -616,7 +618,7 @@ def test_file_whose_handle_went_stale(cluster_factory):
             return f.read()
 
     try:
-        for i in range(40):		# evicts the fds of f, b and r
+        for i in range(40):		# evicts the fds of f, b, r, s and o
             read(os.path.join(ws, f"x{i}"))
         os.sync()
         with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -625,6 +627,8 @@ def test_file_whose_handle_went_stale(cluster_factory):
         assert read(os.path.join(d, "f")) == "f\n"
         assert read(f"/proc/self/fd/{fds['b']}") == "a\n"
         assert os.fstat(fds["f"]).st_size == 2
+        assert os.pread(fds["o"], 10, 0) == b"o\n"
+        assert os.fstat(fds["o"]).st_size == 2
         with pytest.raises(OSError) as e:
             read(f"/proc/self/fd/{fds['r']}")
         assert e.value.errno in (errno.ENOENT, errno.ESTALE), e.value
@@ -643,6 +647,50 @@ def test_file_whose_handle_went_stale(cluster_factory):
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+def test_stale_file_looked_up_again(cluster_factory):
+    """A lookup of the name of a file whose handle died enters the file
+    again as a new inode (its handle differs), while the kernel may still
+    hold the old one (an fd): the old one must still be found, through
+    the new one while that lives, and by the name once the kernel forgot
+    the new one."""
+    c = cluster_factory(storage="gluster", nodes=2, wsfs_opts="max_fds=2",
+                        lock_timeout=10, lease_ms=4000)
+    ws = c.path(1, "ws")
+    d = os.path.join(ws, "d")
+    os.makedirs(d)
+    with open(os.path.join(d, "f"), "w") as f:
+        f.write("f\n")
+    for i in range(40):
+        with open(os.path.join(ws, f"x{i}"), "w") as f:
+            f.write(f"{i}\n")
+
+    def read(path):
+        with open(path) as f:
+            return f.read()
+
+    def evict_and_drop():
+        for i in range(40):
+            read(os.path.join(ws, f"x{i}"))
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+
+    fd = os.open(os.path.join(d, "f"), os.O_PATH)
+    try:
+        evict_and_drop()
+        # node2 changes d under its lock: node1 gives d's lock back, and
+        # its kernel asks for f's name again.
+        with open(c.path(2, "ws", "d", "g"), "w") as f:
+            f.write("g\n")
+        assert read(os.path.join(d, "f")) == "f\n"
+        assert read(f"/proc/self/fd/{fd}") == "f\n"
+        evict_and_drop()		# the kernel forgets the new inode
+        assert read(f"/proc/self/fd/{fd}") == "f\n"
+        assert os.fstat(fd).st_size == 2
+    finally:
+        os.close(fd)
 
 
 if __name__ == "__main__":
