@@ -11,9 +11,11 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include <dirent.h>
 #include <errno.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <search.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@ static struct {
 	int			 mount_fd;	/* for open_by_handle_at */
 	int			 handles_warned;
 	int			 lazy_handles;	/* set before any lookup */
+	int			 handles_die;	/* const: see inode_table_init */
 	int			*closing;	/* fds to close after unlock */
 	size_t			 nclosing, closing_cap;
 	struct inode		 root;
@@ -273,10 +276,34 @@ static void inode_unref_locked(struct inode *in);
 static void
 kname_drop_locked(struct kname *k)
 {
-	tdelete(k, &itab.names, kname_cmp);
+	struct kname	**slot;
+
+	/* Names kept off the tree: kname_lose_locked, kname_file_add_locked. */
+	if ((slot = tfind(k, &itab.names, kname_cmp)) != NULL && *slot == k)
+		tdelete(k, &itab.names, kname_cmp);
 	LIST_REMOVE(k, entry);
 	inode_unref_locked(k->dir);
 	free(k);
+}
+
+/*
+ * The kernel's name k leads to in now. Where k's inode is in's object,
+ * entered again because a lookup found its handle dead (inode_adopt_in),
+ * the kernel may hold that inode still (an fd, a cwd) after it forgot
+ * in: it keeps the name off the tree, so that inode_reopen_by_name can
+ * find it again, though a rename no longer moves it.
+ */
+static void
+kname_lose_locked(struct kname *k, struct inode *in)
+{
+	struct inode	*old = k->in;
+
+	if (!itab.handles_die || old->ino != in->ino || old->dev != in->dev ||
+	    old->type != in->type) {
+		kname_drop_locked(k);
+		return;
+	}
+	tdelete(k, &itab.names, kname_cmp);
 }
 
 /* Does the kernel hold the names the rename table keys inodes by? */
@@ -350,7 +377,7 @@ kname_set_locked(struct inode *dir, const char *name, struct inode *in)
 	if ((k = kname_find_locked(dir, name)) != NULL) {
 		if (k->in == in)
 			return k;
-		kname_drop_locked(k);
+		kname_lose_locked(k, in);
 	}
 	if ((k = malloc(sizeof *k + len + 1)) == NULL)
 		goto lost;
@@ -370,10 +397,67 @@ lost:
 	return NULL;
 }
 
+/*
+ * Regular files are one inode whatever their names, so the rename table
+ * keeps none of theirs. Where handles die with a client's cache a file
+ * needs them all the same, to be found again (inode_reopen_by_name): the
+ * names the kernel was last given for it, newest first, at most
+ * KNAME_FILE_MAX, moved by a rename and dropped by an unlink through the
+ * mount as the table's are. A name lost for lack of memory only costs
+ * the reopen.
+ */
+#define KNAME_FILE_MAX	4
+
+/* Add name to in's names, off the tree, making room: NULL if no memory. */
+static struct kname *
+kname_file_add_locked(struct inode *dir, const char *name, struct inode *in)
+{
+	struct kname	*k, *last = NULL;
+	size_t		 len = strlen(name);
+	int		 n = 0;
+
+	LIST_FOREACH(k, &in->knames, entry) {
+		last = k;
+		n++;
+	}
+	if (n >= KNAME_FILE_MAX)
+		kname_drop_locked(last);
+	if ((k = malloc(sizeof *k + len + 1)) == NULL)
+		return NULL;
+	k->dir = dir;
+	k->in = in;
+	memcpy(k->name, name, len + 1);
+	dir->refs++;
+	LIST_INSERT_HEAD(&in->knames, k, entry);
+	return k;
+}
+
+static void
+kname_file_set_locked(struct inode *dir, const char *name, struct inode *in)
+{
+	struct kname	*k, **slot;
+
+	if (!itab.handles_die || in->type != S_IFREG || in->ws_root == NULL)
+		return;
+	if ((k = kname_find_locked(dir, name)) != NULL) {
+		if (k->in == in) {
+			LIST_REMOVE(k, entry);
+			LIST_INSERT_HEAD(&in->knames, k, entry);
+			return;
+		}
+		kname_lose_locked(k, in);
+	}
+	if ((k = kname_file_add_locked(dir, name, in)) == NULL)
+		return;
+	if ((slot = tsearch(k, &itab.names, kname_cmp)) == NULL || *slot != k)
+		kname_drop_locked(k);
+}
+
 void
 inode_table_init(int source_fd, int max_fds)
 {
 	struct stat	st;
+	struct statfs	sf;
 
 	if (fstatat(source_fd, "", &st, AT_EMPTY_PATH) == -1)
 		fatal("stat %s", wsfs.source);
@@ -387,6 +471,15 @@ inode_table_init(int source_fd, int max_fds)
 	itab.root.fd = source_fd;
 	itab.root.nlookup = 1;
 	itab.root.pinned = 1;
+	/*
+	 * A FUSE filesystem without export support (GlusterFS's client) gives
+	 * handles of its node ids: they die when the kernel forgets its inode,
+	 * while the object lives on. Elsewhere a stale handle means the object
+	 * was removed (NFS and CephFS have export operations), and its number
+	 * may already name a new one: nothing is reopened by name there.
+	 */
+	itab.handles_die = fstatfs(source_fd, &sf) == 0 &&
+	    (unsigned long)sf.f_type == FUSE_SUPER_MAGIC;
 }
 
 struct inode *
@@ -560,6 +653,33 @@ inode_forget(struct inode *in, uint64_t n)
 static int	inode_reopen_by_name(struct inode *);
 
 /*
+ * The storage answered err to what wsfs did on in, and wsfs passes it on
+ * (EIO, or ESTALE where handles die with a client's cache): say which
+ * object, so that a failing storage is told from a failing wsfs. Where a
+ * stale handle means a removed object, it is answered ENOENT, and needs
+ * no line. Returns what to answer.
+ */
+static int
+inode_storage_error(struct inode *in, const char *what, int err)
+{
+	char	ws[NAME_MAX + 1] = "?";
+
+	if (err == -ESTALE && !itab.handles_die)
+		return -ENOENT;
+	if (err != -EIO && err != -ESTALE)
+		return err;
+	pthread_mutex_lock(&itab.lock);
+	if (in->ws_root != NULL && in->ws_root->name != NULL)
+		snprintf(ws, sizeof ws, "%s", in->ws_root->name);
+	itab_unlock();
+	log_limited(LOG_ERR, "storage-error", "%s: workspace %s (%llu), inode "
+	    "%llu: %s: the storage answered %s", wsfs.source, ws,
+	    (unsigned long long)in->ws, (unsigned long long)in->ino, what,
+	    strerror(-err));
+	return err;
+}
+
+/*
  * Pin and return the inode's O_PATH fd, reopening it from its handle if it
  * was evicted. Every successful call is paired with inode_fd_put().
  */
@@ -578,10 +698,13 @@ inode_fd_get(struct inode *in)
 			fd = -errno;
 		if (fd == -ESTALE)
 			fd = inode_reopen_by_name(in);
-		if (fd < 0) {
-			/* The inode is gone from the backing store. */
-			return fd == -ESTALE ? -ENOENT : fd;
-		}
+		/*
+		 * Not found again: the object is gone, or on a FUSE storage
+		 * ESTALE makes the kernel walk the path again, which finds
+		 * what the name leads to now.
+		 */
+		if (fd < 0)
+			return inode_storage_error(in, "reopen", fd);
 		pthread_mutex_lock(&itab.lock);
 		if (in->fd < 0) {
 			in->fd = fd;
@@ -597,54 +720,112 @@ inode_fd_get(struct inode *in)
 	return fd;
 }
 
+/* Keep fd (owned by the call) only if it is in's object; -ESTALE if not. */
+static int
+inode_reopen_check(struct inode *in, int fd)
+{
+	struct stat	st;
+
+	if (fstat(fd, &st) == -1 || st.st_ino != in->ino ||
+	    st.st_dev != in->dev || (st.st_mode & S_IFMT) != in->type) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/*
+ * Open name below dir, beneath it and following nothing, as a lookup
+ * would, and keep the fd only if it is in's object: the same number,
+ * device and type. -ESTALE if not.
+ */
+static int
+inode_reopen_at(struct inode *in, struct inode *dir, const char *name)
+{
+	int	pfd, fd;
+
+	if ((pfd = inode_fd_get(dir)) < 0)
+		return -ESTALE;
+	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
+	inode_fd_put(dir);
+	if (fd < 0)
+		return -ESTALE;
+	return inode_reopen_check(in, fd);
+}
+
+/*
+ * Another inode of in's object, entered since by a lookup that found in's
+ * handle dead: its fd is the same object's.
+ */
+static int
+inode_reopen_from(struct inode *in, struct inode *sib)
+{
+	int	sfd, fd;
+
+	if ((sfd = inode_fd_get(sib)) < 0)
+		return -ESTALE;
+	fd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
+	inode_fd_put(sib);
+	if (fd == -1)
+		return -ESTALE;
+	return inode_reopen_check(in, fd);
+}
+
 /*
  * A stale handle need not mean a removed object: GlusterFS's FUSE client
  * gives handles that die with its kernel inode (drop_caches, memory
  * pressure), so a directory that is some process's cwd, or a name the
  * kernel cached, would read as gone once its fd was evicted. Directories
- * and symlinks know where the kernel sees them (parent and knames): open
- * that name again below the parent, as a lookup would, and keep the fd
- * only if it is the same object (number, device, type). -ESTALE if not.
- * Not on a local filesystem: there a stale handle means the object was
- * removed, and its number may already name a new one.
+ * and symlinks know where the kernel sees them (parent and knames),
+ * regular files the names it was last given (kname_file_set_locked):
+ * open such a name again (inode_reopen_at), newest first, unless the
+ * table holds another inode of the object (inode_reopen_from). -ESTALE
+ * if none leads to in's object. Only where handles die with a client's
+ * cache (inode_table_init).
  */
 static int
 inode_reopen_by_name(struct inode *in)
 {
-	struct inode	*dir = NULL;
+	struct inode	*dirs[KNAME_FILE_MAX], *sib = NULL, **slot;
 	struct kname	*k;
-	struct stat	 st;
-	char		*name = NULL;
-	int		 pfd, fd = -ESTALE;
+	char		*names[KNAME_FILE_MAX];
+	int		 i, n = 0, fd = -ESTALE;
 
-	if (wsfs.source_local || (in->type != S_IFDIR && in->type != S_IFLNK))
+	if (!itab.handles_die || (in->type != S_IFDIR &&
+	    in->type != S_IFLNK && in->type != S_IFREG))
 		return -ESTALE;
 	pthread_mutex_lock(&itab.lock);
-	LIST_FOREACH(k, &in->knames, entry)
-		if (k->dir == in->parent)
+	if (in->detached && (slot = tfind(in, &itab.tree, inode_cmp)) != NULL &&
+	    *slot != in) {
+		sib = *slot;
+		sib->refs++;
+	}
+	LIST_FOREACH(k, &in->knames, entry) {
+		if (n == KNAME_FILE_MAX)
 			break;
-	if (k != NULL && k->dir != NULL && (name = strdup(k->name)) != NULL) {
-		dir = k->dir;
-		dir->refs++;		/* the name may go while we open it */
+		/* A directory or symlink: the name below its parent. */
+		if (in->type != S_IFREG && k->dir != in->parent)
+			continue;
+		if ((names[n] = strdup(k->name)) == NULL)
+			break;
+		dirs[n] = k->dir;
+		dirs[n++]->refs++;	/* the name may go while we open it */
+		if (in->type != S_IFREG)
+			break;
 	}
 	itab_unlock();
-	if (dir == NULL)
-		return -ESTALE;
-	if ((pfd = inode_fd_get(dir)) >= 0) {
-		fd = inode_openat_beneath(pfd, name, O_PATH, 0);
-		inode_fd_put(dir);
-		if (fd >= 0 && (fstat(fd, &st) == -1 || st.st_ino != in->ino ||
-		    st.st_dev != in->dev ||
-		    (st.st_mode & S_IFMT) != in->type)) {
-			close(fd);
-			fd = -ESTALE;
-		} else if (fd < 0)
-			fd = -ESTALE;
-	}
+	if (sib != NULL)
+		fd = inode_reopen_from(in, sib);
+	for (i = 0; i < n && fd < 0; i++)
+		fd = inode_reopen_at(in, dirs[i], names[i]);
 	pthread_mutex_lock(&itab.lock);
-	inode_unref_locked(dir);
+	if (sib != NULL)
+		inode_unref_locked(sib);
+	for (i = 0; i < n; i++)
+		inode_unref_locked(dirs[i]);
 	itab_unlock();
-	free(name);
+	for (i = 0; i < n; i++)
+		free(names[i]);
 	return fd;
 }
 
@@ -715,9 +896,9 @@ inode_open(struct inode *in, int flags)
 		fd = open_by_handle_at(itab.mount_fd, fh, flags);
 		if (fd >= 0)
 			return fd;
-		/* A directory may still be there: see inode_reopen_by_name. */
-		if (errno != ESTALE || in->type != S_IFDIR)
-			return errno == ESTALE ? -ENOENT : -errno;
+		/* The object may still be there: see inode_reopen_by_name. */
+		if (errno != ESTALE || !itab.handles_die)
+			return inode_storage_error(in, "open", -errno);
 	}
 	if ((r = inode_fd_get(in)) < 0)
 		return r;
@@ -736,7 +917,7 @@ inode_stat(struct inode *in, struct stat *st)
 	if ((fd = inode_fd_get(in)) < 0)
 		return fd;
 	if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
-		r = -errno;
+		r = inode_storage_error(in, "stat", -errno);
 	inode_fd_put(in);
 	return r;
 }
@@ -910,6 +1091,11 @@ inode_renamed(struct inode *from, const char *name, struct inode *to,
 	if (exchange && back != NULL)
 		inode_moved_locked(back, from,
 		    kname_set_locked(from, name, back));
+	/* A file's names follow it too (inode_reopen_by_name). */
+	if (moved != NULL)
+		kname_file_set_locked(to, newname, moved);
+	if (exchange && back != NULL)
+		kname_file_set_locked(from, name, back);
 	inode_unref_locked(to);
 	inode_unref_locked(from);
 	itab_unlock();
@@ -1068,6 +1254,7 @@ inode_adopt_in(struct inode *parent, const char *name, int fd,
 	in = *slot;
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
+	kname_file_set_locked(parent, name, in);
 	if (in->fd < 0) {
 		in->fd = fd;
 		itab.nfds++;
@@ -1160,6 +1347,7 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	}
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
+	kname_file_set_locked(parent, name, in);
 	itab_unlock();
 	inode_entry(in, &st, e);
 	return 1;
@@ -1278,7 +1466,7 @@ inode_lookup_walk(struct inode *parent, const char *name, int maybe_known,
 		return -EACCES;
 	}
 	if (fd < 0)
-		return fd;
+		return inode_storage_error(parent, "lookup below it", fd);
 	if ((r = inode_adopt_in(parent, name, fd, e, &fresh)) < 0)
 		return r;
 	if (fresh != !maybe_known)

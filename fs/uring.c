@@ -8,8 +8,12 @@
  */
 #include "config.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
+#include <limits.h>
 #include <liburing.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -158,6 +162,37 @@ uring_op_free(struct uring_op *op)
 }
 
 /*
+ * The storage answered err to op and the caller gets it: an EIO or
+ * ESTALE names the object (as inode.c does for what it passes on), by
+ * its number and its path below SOURCE, whose first name is the
+ * workspace: an fd knows no inode.
+ */
+static void
+uring_log_error(const struct uring_op *op, int err)
+{
+	char		 proc[64], path[PATH_MAX];
+	const char	*rel = path;
+	struct stat	 st;
+	size_t		 len = strlen(wsfs.source);
+	ssize_t		 n;
+
+	if (err != -EIO && err != -ESTALE)
+		return;
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", op->fd);
+	if ((n = readlink(proc, path, sizeof path - 1)) < 0)
+		n = 0;
+	path[n] = '\0';
+	if (strncmp(path, wsfs.source, len) == 0 && path[len] == '/')
+		rel = path + len + 1;
+	if (fstat(op->fd, &st) == -1)
+		st.st_ino = 0;
+	log_limited(LOG_ERR, "storage-error", "%s: inode %llu (%s): %s: the "
+	    "storage answered %s", wsfs.source, (unsigned long long)st.st_ino,
+	    rel[0] != '\0' ? rel : "?", op->kind == UOP_READ ? "read" :
+	    op->kind == UOP_WRITE ? "write" : "fsync", strerror(-err));
+}
+
+/*
  * Answer the kernel (err 0: with what was transferred) and free op. The
  * answer ends the operation, in whichever thread it comes.
  */
@@ -166,9 +201,10 @@ uring_done(struct uring_op *op, int err)
 {
 	stats_resume(&op->st);
 	uring_finish(op, err < 0 ? err : (int)op->done);
-	if (err < 0)
+	if (err < 0) {
+		uring_log_error(op, err);
 		stats_reply_err(op->req, -err);
-	else if (op->kind == UOP_READ)
+	} else if (op->kind == UOP_READ)
 		fuse_reply_buf(op->req, op->buf, op->done);
 	else if (op->kind == UOP_WRITE)
 		fuse_reply_write(op->req, op->done);

@@ -30,6 +30,7 @@ SIGTERM.
 import errno
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -570,6 +571,126 @@ def test_files_removed_behind_a_nodes_back(cluster_factory):
         assert f.read() == "node2\n"
     assert sorted(os.listdir(c.path(1, "ws", "d"))) == ["other",
                                                          "replaced"]
+
+
+def test_file_whose_handle_went_stale(cluster_factory):
+    """The same for regular files. A process's O_PATH fd keeps a file's
+    wsfs inode (and its name) in the kernel but opens nothing in wsfs, so
+    once wsfs evicted its own fd (max_fds) and the kernel dropped
+    GlusterFS's inode, wsfs holds only a dead handle. The file must still
+    be found by the name the kernel knows, also after a rename and an
+    unlink of another name through the mount; one replaced behind wsfs's
+    back must never be taken for the old one, and a symlink put in its
+    place never followed (a canary outside the workspace)."""
+    c = cluster_factory(storage="gluster", nodes=1, wsfs_opts="max_fds=2",
+                        lock_timeout=10, lease_ms=4000)
+    ws = c.path(1, "ws")
+    d = os.path.join(ws, "d")
+    os.makedirs(d)
+    for name in ("f", "a", "r", "s", "o"):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(f"{name}\n")
+    for i in range(40):
+        with open(os.path.join(ws, f"x{i}"), "w") as f:
+            f.write(f"{i}\n")
+    os.rename(os.path.join(d, "a"), os.path.join(ws, "b"))
+    fds = {}
+    fds["f"] = os.open(os.path.join(d, "f"), os.O_PATH)
+    # A second name, the newest the kernel was given, then removed.
+    os.link(os.path.join(d, "f"), os.path.join(ws, "l"))
+    os.unlink(os.path.join(ws, "l"))
+    fds["b"] = os.open(os.path.join(ws, "b"), os.O_PATH)
+    fds["r"] = os.open(os.path.join(d, "r"), os.O_PATH)
+    fds["s"] = os.open(os.path.join(d, "s"), os.O_PATH)
+    # An open file: wsfs's own fd keeps GlusterFS's inode, and its handle.
+    fds["o"] = os.open(os.path.join(d, "o"), os.O_RDONLY)
+    # Replaced through the admin's GlusterFS client, not through wsfs.
+    with open(c.src("ws", "d", "r.new"), "w") as f:
+        f.write("new\n")
+    os.rename(c.src("ws", "d", "r.new"), c.src("ws", "d", "r"))
+    with open(c.src("canary"), "w") as f:
+        f.write("canary\n")
+    os.symlink("../../canary", c.src("ws", "d", "s.new"))
+    os.rename(c.src("ws", "d", "s.new"), c.src("ws", "d", "s"))
+
+    def read(path):
+        with open(path) as f:
+            return f.read()
+
+    try:
+        for i in range(40):		# evicts the fds of f, b, r, s and o
+            read(os.path.join(ws, f"x{i}"))
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        assert read(f"/proc/self/fd/{fds['f']}") == "f\n"
+        assert read(os.path.join(d, "f")) == "f\n"
+        assert read(f"/proc/self/fd/{fds['b']}") == "a\n"
+        assert os.fstat(fds["f"]).st_size == 2
+        assert os.pread(fds["o"], 10, 0) == b"o\n"
+        assert os.fstat(fds["o"]).st_size == 2
+        with pytest.raises(OSError) as e:
+            read(f"/proc/self/fd/{fds['r']}")
+        assert e.value.errno in (errno.ENOENT, errno.ESTALE), e.value
+        # The error passed on names the object.
+        assert re.search(r"workspace ws \(\d+\), inode \d+: reopen: the "
+                         r"storage answered Stale file handle", c.logs())
+        # The name leads to the new file: the kernel asks wsfs again.
+        assert read(os.path.join(d, "r")) == "new\n"
+        # A symlink in the file's place is not the file, and not followed.
+        with pytest.raises(OSError) as e:
+            read(f"/proc/self/fd/{fds['s']}")
+        assert e.value.errno in (errno.ENOENT, errno.ESTALE), e.value
+        with pytest.raises(OSError) as e:
+            read(os.path.join(d, "s"))
+        assert e.value.errno == errno.ENOENT, e.value
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def test_stale_file_looked_up_again(cluster_factory):
+    """A lookup of the name of a file whose handle died enters the file
+    again as a new inode (its handle differs), while the kernel may still
+    hold the old one (an fd): the old one must still be found, through
+    the new one while that lives, and by the name once the kernel forgot
+    the new one."""
+    c = cluster_factory(storage="gluster", nodes=2, wsfs_opts="max_fds=2",
+                        lock_timeout=10, lease_ms=4000)
+    ws = c.path(1, "ws")
+    d = os.path.join(ws, "d")
+    os.makedirs(d)
+    with open(os.path.join(d, "f"), "w") as f:
+        f.write("f\n")
+    for i in range(40):
+        with open(os.path.join(ws, f"x{i}"), "w") as f:
+            f.write(f"{i}\n")
+
+    def read(path):
+        with open(path) as f:
+            return f.read()
+
+    def evict_and_drop():
+        for i in range(40):
+            read(os.path.join(ws, f"x{i}"))
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+
+    fd = os.open(os.path.join(d, "f"), os.O_PATH)
+    try:
+        evict_and_drop()
+        # node2 changes d under its lock: node1 gives d's lock back, and
+        # its kernel asks for f's name again.
+        with open(c.path(2, "ws", "d", "g"), "w") as f:
+            f.write("g\n")
+        assert read(os.path.join(d, "f")) == "f\n"
+        assert read(f"/proc/self/fd/{fd}") == "f\n"
+        evict_and_drop()		# the kernel forgets the new inode
+        assert read(f"/proc/self/fd/{fd}") == "f\n"
+        assert os.fstat(fd).st_size == 2
+    finally:
+        os.close(fd)
 
 
 if __name__ == "__main__":
