@@ -720,14 +720,20 @@ inode_fd_get(struct inode *in)
 	return fd;
 }
 
-/* Keep fd (owned by the call) only if it is in's object; -ESTALE if not. */
+/*
+ * Keep fd (owned by the call) only if it is in's object: number, device,
+ * type and, where both are known, birth time. -ESTALE if not.
+ */
 static int
 inode_reopen_check(struct inode *in, int fd)
 {
 	struct stat	st;
+	uint64_t	birth;
 
-	if (fstat(fd, &st) == -1 || st.st_ino != in->ino ||
-	    st.st_dev != in->dev || (st.st_mode & S_IFMT) != in->type) {
+	if (inode_statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, &st,
+	    &birth) < 0 || st.st_ino != in->ino || st.st_dev != in->dev ||
+	    (st.st_mode & S_IFMT) != in->type ||
+	    (birth != 0 && in->birth != 0 && birth != in->birth)) {
 		close(fd);
 		return -ESTALE;
 	}
