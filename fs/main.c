@@ -429,7 +429,7 @@ main(int argc, char **argv)
 	control_stop();
 	cluster_shutdown();
 	uring_shutdown();
-	ws_handles_free_all();
+	ops_handles_free_all();
 	scratchd_stop();
 	/*
 	 * After umount(8) the mount is gone and libfuse would complain about

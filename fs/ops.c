@@ -33,7 +33,7 @@ struct wsdir {
 
 /* What an open file or directory holds, off the handle list already. */
 static void
-ws_file_free(struct wsfile *f)
+ops_file_free(struct wsfile *f)
 {
 	close(f->fd);
 	scratchd_release(f->held);
@@ -43,7 +43,7 @@ ws_file_free(struct wsfile *f)
 }
 
 static void
-ws_dir_free(struct wsdir *d)
+ops_dir_free(struct wsdir *d)
 {
 	closedir(d->dp);
 	scratchd_release(d->held);
@@ -52,7 +52,7 @@ ws_dir_free(struct wsdir *d)
 
 /* Every operation starts here: it is also the workspace's last use. */
 static struct inode *
-ws_inode(fuse_ino_t ino)
+ops_inode(fuse_ino_t ino)
 {
 	struct inode	*in = inode_from_ino(ino);
 
@@ -61,20 +61,20 @@ ws_inode(fuse_ino_t ino)
 }
 
 static struct wsfile *
-ws_file(struct fuse_file_info *fi)
+ops_file(struct fuse_file_info *fi)
 {
 	return (struct wsfile *)(uintptr_t)fi->fh;
 }
 
 static struct wsdir *
-ws_dir(struct fuse_file_info *fi)
+ops_dir(struct fuse_file_info *fi)
 {
 	return (struct wsdir *)(uintptr_t)fi->fh;
 }
 
 /* Rename and link stay inside one workspace. */
 static int
-ws_same_workspace(struct inode *a, struct inode *b)
+ops_same_workspace(struct inode *a, struct inode *b)
 {
 	return a->ws == b->ws;
 }
@@ -90,13 +90,13 @@ ws_same_workspace(struct inode *a, struct inode *b)
  * why that cannot keep a capability across a write through wsfs.
  */
 static int
-ws_xattr_is_cap(const char *name)
+ops_xattr_is_cap(const char *name)
 {
 	return strcmp(name, "security.capability") == 0 && !cluster_enabled();
 }
 
 static int
-ws_no_cap(struct inode *in)
+ops_no_cap(struct inode *in)
 {
 	return __atomic_load_n(&in->no_cap_at, __ATOMIC_ACQUIRE) ==
 	    __atomic_load_n(&in->xattr_seq, __ATOMIC_ACQUIRE) + 1;
@@ -104,7 +104,7 @@ ws_no_cap(struct inode *in)
 
 /* Record "no capability" as of seq (read before asking the store). */
 static void
-ws_no_cap_set(struct inode *in, unsigned int seq)
+ops_no_cap_set(struct inode *in, unsigned int seq)
 {
 	if (seq & 1)			/* a change was under way */
 		return;
@@ -112,7 +112,7 @@ ws_no_cap_set(struct inode *in, unsigned int seq)
 }
 
 static void
-ws_xattr_changing(struct inode *in)
+ops_xattr_changing(struct inode *in)
 {
 	__atomic_add_fetch(&in->xattr_seq, 1, __ATOMIC_ACQ_REL);
 }
@@ -122,7 +122,7 @@ ws_xattr_changing(struct inode *in)
  * its birth time (0 unknown): the two name the object's lock.
  */
 static ino_t
-ws_name_ino(int dirfd, const char *name, uint64_t *birth)
+ops_name_ino(int dirfd, const char *name, uint64_t *birth)
 {
 	struct stat	st;
 
@@ -135,16 +135,16 @@ ws_name_ino(int dirfd, const char *name, uint64_t *birth)
 
 /* Does the name still lead to the object locked as (ino, birth)? */
 static int
-ws_name_is(int dirfd, const char *name, ino_t ino, uint64_t birth)
+ops_name_is(int dirfd, const char *name, ino_t ino, uint64_t birth)
 {
 	uint64_t	b;
 
-	return ws_name_ino(dirfd, name, &b) == ino && b == birth;
+	return ops_name_ino(dirfd, name, &b) == ino && b == birth;
 }
 
 /* The link count of what a name leads to, for removing it (0 or -errno). */
 static int
-ws_victim_nlink(int dirfd, const char *name, nlink_t *nlink)
+ops_victim_nlink(int dirfd, const char *name, nlink_t *nlink)
 {
 	struct stat	st;
 
@@ -160,7 +160,7 @@ ws_victim_nlink(int dirfd, const char *name, nlink_t *nlink)
 
 /* Pin the fds of two inodes (0), or of none (-errno). */
 static int
-ws_fd_get2(struct inode *a, struct inode *b, int *fa, int *fb)
+ops_fd_get2(struct inode *a, struct inode *b, int *fa, int *fb)
 {
 	if ((*fa = inode_fd_get(a)) < 0)
 		return *fa;
@@ -172,7 +172,7 @@ ws_fd_get2(struct inode *a, struct inode *b, int *fa, int *fb)
 }
 
 static void
-ws_io_written(void *arg, int res)
+ops_io_written(void *arg, int res)
 {
 	glock_put(arg, res > 0);
 }
@@ -182,7 +182,7 @@ ws_io_written(void *arg, int res)
  * the name and of the inode depends on the cluster locks held.
  */
 static void
-ws_reply_entry(fuse_req_t req, struct inode *parent, int r,
+ops_reply_entry(fuse_req_t req, struct inode *parent, int r,
     struct fuse_entry_param *e)
 {
 	if (r < 0)
@@ -190,7 +190,7 @@ ws_reply_entry(fuse_req_t req, struct inode *parent, int r,
 	else {
 		if (cluster_enabled()) {
 			e->entry_timeout = glock_entry_timeout(parent);
-			e->attr_timeout = glock_attr_timeout(ws_inode(e->ino));
+			e->attr_timeout = glock_attr_timeout(ops_inode(e->ino));
 		}
 		fuse_reply_entry(req, e);
 	}
@@ -201,7 +201,7 @@ ws_reply_entry(fuse_req_t req, struct inode *parent, int r,
  * the node holds the directory's lock.
  */
 static void
-ws_reply_lookup(fuse_req_t req, struct inode *parent, int r,
+ops_reply_lookup(fuse_req_t req, struct inode *parent, int r,
     struct fuse_entry_param *e)
 {
 	double	t;
@@ -212,7 +212,7 @@ ws_reply_lookup(fuse_req_t req, struct inode *parent, int r,
 		e->entry_timeout = t;
 		fuse_reply_entry(req, e);
 	} else
-		ws_reply_entry(req, parent, r, e);
+		ops_reply_entry(req, parent, r, e);
 }
 
 /*
@@ -226,11 +226,11 @@ ws_reply_lookup(fuse_req_t req, struct inode *parent, int r,
  */
 #define WS_CHANGE_TRIES	4
 
-struct ws_change {
+struct ops_change {
 	fuse_req_t		 req;
 	struct stats_timing	 st;		/* answered from its copy */
-	int			(*prepare)(struct ws_change *);
-	int			(*run)(struct ws_change *);
+	int			(*prepare)(struct ops_change *);
+	int			(*run)(struct ops_change *);
 	struct glock_set	 locks;
 	int			 tries;
 	struct inode		*in, *in2;
@@ -249,12 +249,12 @@ struct ws_change {
 	char			 buf[];
 };
 
-static struct ws_change *
-ws_change_new(fuse_req_t req, int (*prepare)(struct ws_change *),
-    int (*run)(struct ws_change *), const char *name, const char *name2,
+static struct ops_change *
+ops_change_new(fuse_req_t req, int (*prepare)(struct ops_change *),
+    int (*run)(struct ops_change *), const char *name, const char *name2,
     const void *data, size_t size)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 	size_t			 l1 = name ? strlen(name) + 1 : 0;
 	size_t			 l2 = name2 ? strlen(name2) + 1 : 0;
 	char			*p;
@@ -282,26 +282,26 @@ ws_change_new(fuse_req_t req, int (*prepare)(struct ws_change *),
 	return c;
 }
 
-static void	ws_change_go(struct ws_change *);
+static void	ops_change_go(struct ops_change *);
 
 /*
  * A change of in (or of the entry name in it) by the caller, once
  * perm_may_change(req, in, name, mode) allows it: NULL when the request
  * was answered (refused, or no memory).
  */
-static struct ws_change *
-ws_change_checked(fuse_req_t req, struct inode *in, const char *name,
-    mode_t mode, int (*prepare)(struct ws_change *),
-    int (*run)(struct ws_change *), const char *name2)
+static struct ops_change *
+ops_change_checked(fuse_req_t req, struct inode *in, const char *name,
+    mode_t mode, int (*prepare)(struct ops_change *),
+    int (*run)(struct ops_change *), const char *name2)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 	int			 r;
 
 	if ((r = perm_may_change(req, in, name, mode)) < 0) {
 		fuse_reply_err(req, -r);
 		return NULL;
 	}
-	if ((c = ws_change_new(req, prepare, run, name, name2, NULL, 0)) ==
+	if ((c = ops_change_new(req, prepare, run, name, name2, NULL, 0)) ==
 	    NULL)
 		return NULL;
 	c->in = in;
@@ -310,7 +310,7 @@ ws_change_checked(fuse_req_t req, struct inode *in, const char *name,
 
 /* Run a change whose locks are held; start over if it asks to. */
 static void
-ws_change_run(struct ws_change *c)
+ops_change_run(struct ops_change *c)
 {
 	int	r;
 
@@ -318,7 +318,7 @@ ws_change_run(struct ws_change *c)
 	glock_set_unlock(&c->locks, 1);
 	if (r == -EAGAIN) {
 		c->tries++;
-		ws_change_go(c);
+		ops_change_go(c);
 		return;
 	}
 	free(c);
@@ -326,9 +326,9 @@ ws_change_run(struct ws_change *c)
 
 /* Operations thread: the parked change has its locks, or none in time. */
 static void
-ws_change_resume(void *arg, int err)
+ops_change_resume(void *arg, int err)
 {
-	struct ws_change	*c = arg;
+	struct ops_change	*c = arg;
 
 	stats_resume(&c->st);
 	if (err < 0) {
@@ -336,19 +336,19 @@ ws_change_resume(void *arg, int err)
 		fuse_reply_err(c->req, -err);
 		free(c);
 	} else
-		ws_change_run(c);
+		ops_change_run(c);
 	stats_end();
 }
 
 static void
-ws_change_go(struct ws_change *c)
+ops_change_go(struct ops_change *c)
 {
 	int	r;
 
 	glock_set_init(&c->locks);
 	stats_save(&c->st);
 	if ((r = c->prepare(c)) == 0)
-		r = glock_set_lock(&c->locks, ws_change_resume, c);
+		r = glock_set_lock(&c->locks, ops_change_resume, c);
 	if (r == -EINPROGRESS) {
 		stats_detach();
 		return;
@@ -358,26 +358,26 @@ ws_change_go(struct ws_change *c)
 		free(c);
 		return;
 	}
-	ws_change_run(c);
+	ops_change_run(c);
 }
 
 /* Whether run may still ask to start over. */
 static int
-ws_change_may_retry(struct ws_change *c)
+ops_change_may_retry(struct ops_change *c)
 {
 	return cluster_enabled() && c->tries < WS_CHANGE_TRIES - 1;
 }
 
 /* The lock of the change's one inode, exclusive. */
 static int
-ws_prepare_in(struct ws_change *c)
+ops_prepare_in(struct ops_change *c)
 {
 	glock_set_add(&c->locks, c->in->ino, c->in, 1);
 	return 0;
 }
 
 static void
-ws_init(void *userdata, struct fuse_conn_info *conn)
+ops_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/*
 	 * Let the kernel clear setuid/setgid on write, truncate and chown, as
@@ -410,17 +410,17 @@ ws_init(void *userdata, struct fuse_conn_info *conn)
 }
 
 static void
-ws_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param	e;
 
-	struct inode		*p = ws_inode(parent);
+	struct inode		*p = ops_inode(parent);
 
-	ws_reply_lookup(req, p, inode_lookup(p, name, &e), &e);
+	ops_reply_lookup(req, p, inode_lookup(p, name, &e), &e);
 }
 
 static void
-ws_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	/* The kernel dropping an inode is no use of its workspace. */
 	inode_forget(inode_from_ino(ino), nlookup);
@@ -428,7 +428,7 @@ ws_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 }
 
 static void
-ws_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+ops_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 {
 	size_t	i;
 
@@ -438,24 +438,24 @@ ws_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 }
 
 static void
-ws_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat	st;
 	int		r = 0;
 
-	if (fi != NULL && fi->fh != 0 && ws_inode(ino)->type == S_IFREG) {
-		if (fstat(ws_file(fi)->fd, &st) == -1)
+	if (fi != NULL && fi->fh != 0 && ops_inode(ino)->type == S_IFREG) {
+		if (fstat(ops_file(fi)->fd, &st) == -1)
 			r = -errno;
 	} else
-		r = inode_stat(ws_inode(ino), &st);
+		r = inode_stat(ops_inode(ino), &st);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		fuse_reply_attr(req, &st, glock_attr_timeout(ws_inode(ino)));
+		fuse_reply_attr(req, &st, glock_attr_timeout(ops_inode(ino)));
 }
 
 static int
-ws_truncate(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
+ops_truncate(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
     off_t size)
 {
 	int	fd, r = 0;
@@ -463,8 +463,8 @@ ws_truncate(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 	if (in->type != S_IFREG)
 		return in->type == S_IFDIR ? -EISDIR : -EINVAL;
 	if (fi != NULL && fi->fh != 0) {
-		perm_write_kill_priv(req, ws_file(fi)->fd);
-		return ftruncate(ws_file(fi)->fd, size) == -1 ? -errno : 0;
+		perm_write_kill_priv(req, ops_file(fi)->fd);
+		return ftruncate(ops_file(fi)->fd, size) == -1 ? -errno : 0;
 	}
 	if ((fd = inode_open(in, O_WRONLY | O_NONBLOCK)) < 0)
 		return fd;
@@ -476,7 +476,7 @@ ws_truncate(fuse_req_t req, struct inode *in, struct fuse_file_info *fi,
 }
 
 static int
-ws_utimens(int fd, struct fuse_file_info *fi, struct inode *in,
+ops_utimens(int fd, struct fuse_file_info *fi, struct inode *in,
     const struct stat *attr, int to_set)
 {
 	struct timespec	ts[2];
@@ -493,7 +493,7 @@ ws_utimens(int fd, struct fuse_file_info *fi, struct inode *in,
 	else if (to_set & FUSE_SET_ATTR_MTIME)
 		ts[1] = attr->st_mtim;
 	if (fi != NULL && fi->fh != 0 && in->type == S_IFREG)
-		return futimens(ws_file(fi)->fd, ts) == -1 ? -errno : 0;
+		return futimens(ops_file(fi)->fd, ts) == -1 ? -errno : 0;
 	if (utimensat(fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
 		return 0;
 	if (errno != EINVAL || in->type == S_IFLNK)
@@ -503,7 +503,7 @@ ws_utimens(int fd, struct fuse_file_info *fi, struct inode *in,
 }
 
 static int
-ws_setattr_run(struct ws_change *c)
+ops_setattr_run(struct ops_change *c)
 {
 	fuse_req_t	 req = c->req;
 	struct inode	*in = c->in;
@@ -535,7 +535,7 @@ ws_setattr_run(struct ws_change *c)
 			goto out;
 		}
 		if (fi != NULL && fi->fh != 0 && in->type == S_IFREG)
-			r = fchmod(ws_file(fi)->fd, attr->st_mode & 07777);
+			r = fchmod(ops_file(fi)->fd, attr->st_mode & 07777);
 		else {
 			inode_procpath(fd, path, sizeof path);
 			r = chmod(path, attr->st_mode & 07777);
@@ -546,11 +546,11 @@ ws_setattr_run(struct ws_change *c)
 		}
 	}
 	if ((to_set & FUSE_SET_ATTR_SIZE) &&
-	    (r = ws_truncate(req, in, fi, attr->st_size)) < 0)
+	    (r = ops_truncate(req, in, fi, attr->st_size)) < 0)
 		goto out;
 	if ((to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
 	    FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)) &&
-	    (r = ws_utimens(fd, fi, in, attr, to_set)) < 0)
+	    (r = ops_utimens(fd, fi, in, attr, to_set)) < 0)
 		goto out;
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
 		r = -errno;
@@ -564,13 +564,13 @@ out:
 }
 
 static void
-ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct fuse_file_info *fi)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 
-	if ((c = ws_change_checked(req, ws_inode(ino), NULL, 0, ws_prepare_in,
-	    ws_setattr_run, NULL)) == NULL)
+	if ((c = ops_change_checked(req, ops_inode(ino), NULL, 0,
+	    ops_prepare_in, ops_setattr_run, NULL)) == NULL)
 		return;
 	c->attr = *attr;
 	c->to_set = to_set;
@@ -578,13 +578,13 @@ ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		c->fi = *fi;
 		c->has_fi = 1;
 	}
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 static void
-ws_readlink(fuse_req_t req, fuse_ino_t ino)
+ops_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	struct inode	*in = ws_inode(ino);
+	struct inode	*in = ops_inode(ino);
 	char		 target[PATH_MAX], out[PATH_MAX];
 	unsigned int	 depth;
 	ssize_t		 n;
@@ -619,7 +619,7 @@ ws_readlink(fuse_req_t req, fuse_ino_t ino)
 }
 
 static int
-ws_make_run(struct ws_change *c)
+ops_make_run(struct ops_change *c)
 {
 	fuse_req_t		 req = c->req;
 	struct inode		*p = c->in;
@@ -635,27 +635,27 @@ ws_make_run(struct ws_change *c)
 	r = perm_make(req, p, pfd, name, mode, link, &e);
 	inode_fd_put(p);
 	if (r == 0)
-		glock_made(ws_inode(e.ino), p);
+		glock_made(ops_inode(e.ino), p);
 out:
-	ws_reply_entry(req, p, r, &e);
+	ops_reply_entry(req, p, r, &e);
 	return 0;
 }
 
 static void
-ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+ops_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     const char *link)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 
-	if ((c = ws_change_checked(req, ws_inode(parent), name, mode,
-	    ws_prepare_in, ws_make_run, link)) == NULL)
+	if ((c = ops_change_checked(req, ops_inode(parent), name, mode,
+	    ops_prepare_in, ops_make_run, link)) == NULL)
 		return;
 	c->mode = mode;
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 static void
-ws_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     dev_t rdev)
 {
 	if (S_ISCHR(mode) || S_ISBLK(mode)) {
@@ -671,31 +671,31 @@ ws_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	ws_make(req, parent, name, mode, NULL);
+	ops_make(req, parent, name, mode, NULL);
 }
 
 static void
-ws_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	ws_make(req, parent, name, S_IFDIR | (mode & 07777), NULL);
+	ops_make(req, parent, name, S_IFDIR | (mode & 07777), NULL);
 }
 
 static void
-ws_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
     const char *name)
 {
-	ws_make(req, parent, name, S_IFLNK | 0777, link);
+	ops_make(req, parent, name, S_IFLNK | 0777, link);
 }
 
 /* The directory and the object whose link count changes. */
 static int
-ws_remove_prepare(struct ws_change *c)
+ops_remove_prepare(struct ops_change *c)
 {
 	int	pfd;
 
 	if ((pfd = inode_fd_get(c->in)) < 0)
 		return pfd;
-	c->victim = ws_name_ino(pfd, c->name, &c->vbirth);
+	c->victim = ops_name_ino(pfd, c->name, &c->vbirth);
 	inode_fd_put(c->in);
 	glock_set_add(&c->locks, c->in->ino, c->in, 1);
 	glock_set_add_named(&c->locks, c->victim, c->vbirth, c->in, 0);
@@ -703,7 +703,7 @@ ws_remove_prepare(struct ws_change *c)
 }
 
 static int
-ws_remove_run(struct ws_change *c)
+ops_remove_run(struct ops_change *c)
 {
 	nlink_t	nlink = 0;
 	int	pfd, r;
@@ -712,12 +712,12 @@ ws_remove_run(struct ws_change *c)
 		fuse_reply_err(c->req, -pfd);
 		return 0;
 	}
-	if (ws_change_may_retry(c) && !ws_name_is(pfd, c->name, c->victim,
+	if (ops_change_may_retry(c) && !ops_name_is(pfd, c->name, c->victim,
 	    c->vbirth)) {
 		inode_fd_put(c->in);
 		return -EAGAIN;
 	}
-	r = ws_victim_nlink(pfd, c->name, &nlink);
+	r = ops_victim_nlink(pfd, c->name, &nlink);
 	if (r == 0)
 		r = unlinkat(pfd, c->name, c->flags) == -1 ? -errno : 0;
 	if (r == 0) {
@@ -732,39 +732,39 @@ ws_remove_run(struct ws_change *c)
 }
 
 static void
-ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
+ops_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 
-	if ((c = ws_change_checked(req, ws_inode(parent), name, 0,
-	    ws_remove_prepare, ws_remove_run, NULL)) == NULL)
+	if ((c = ops_change_checked(req, ops_inode(parent), name, 0,
+	    ops_remove_prepare, ops_remove_run, NULL)) == NULL)
 		return;
 	c->flags = flags;
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 static void
-ws_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	ws_remove(req, parent, name, 0);
+	ops_remove(req, parent, name, 0);
 }
 
 static void
-ws_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	ws_remove(req, parent, name, AT_REMOVEDIR);
+	ops_remove(req, parent, name, AT_REMOVEDIR);
 }
 
 /* Both directories, the moved object and the one it replaces. */
 static int
-ws_rename_prepare(struct ws_change *c)
+ops_rename_prepare(struct ops_change *c)
 {
 	int	pfd, npfd, r;
 
-	if ((r = ws_fd_get2(c->in, c->in2, &pfd, &npfd)) < 0)
+	if ((r = ops_fd_get2(c->in, c->in2, &pfd, &npfd)) < 0)
 		return r;
-	c->victim = ws_name_ino(pfd, c->name, &c->vbirth);
-	c->victim2 = ws_name_ino(npfd, c->name2, &c->vbirth2);
+	c->victim = ops_name_ino(pfd, c->name, &c->vbirth);
+	c->victim2 = ops_name_ino(npfd, c->name2, &c->vbirth2);
 	inode_fd_put(c->in2);
 	inode_fd_put(c->in);
 	glock_set_add(&c->locks, c->in->ino, c->in, 1);
@@ -779,16 +779,16 @@ ws_rename_prepare(struct ws_change *c)
 }
 
 static int
-ws_rename_run(struct ws_change *c)
+ops_rename_run(struct ops_change *c)
 {
 	int	pfd, npfd, r;
 
-	if ((r = ws_fd_get2(c->in, c->in2, &pfd, &npfd)) < 0) {
+	if ((r = ops_fd_get2(c->in, c->in2, &pfd, &npfd)) < 0) {
 		fuse_reply_err(c->req, -r);
 		return 0;
 	}
-	if (ws_change_may_retry(c) && (!ws_name_is(pfd, c->name, c->victim,
-	    c->vbirth) || !ws_name_is(npfd, c->name2, c->victim2, c->vbirth2)))
+	if (ops_change_may_retry(c) && (!ops_name_is(pfd, c->name, c->victim,
+	    c->vbirth) || !ops_name_is(npfd, c->name2, c->victim2, c->vbirth2)))
 		r = -EAGAIN;
 	else if (renameat2(pfd, c->name, npfd, c->name2,
 	    (unsigned int)c->flags) == -1)
@@ -807,16 +807,17 @@ ws_rename_run(struct ws_change *c)
 }
 
 static void
-ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	struct inode		*p = ws_inode(parent), *np = ws_inode(newparent);
-	struct ws_change	*c;
+	struct inode		*p = ops_inode(parent);
+	struct inode		*np = ops_inode(newparent);
+	struct ops_change	*c;
 	int			 r;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		r = -EINVAL;
-	else if (!ws_same_workspace(p, np))
+	else if (!ops_same_workspace(p, np))
 		r = -EXDEV;
 	else if ((r = perm_may_change(req, p, name, 0)) == 0)
 		r = perm_may_change(req, np, newname, 0);
@@ -824,18 +825,18 @@ ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if ((c = ws_change_new(req, ws_rename_prepare, ws_rename_run, name,
+	if ((c = ops_change_new(req, ops_rename_prepare, ops_rename_run, name,
 	    newname, NULL, 0)) == NULL)
 		return;
 	c->in = p;
 	c->in2 = np;
 	c->flags = (int)flags;
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 /* The object whose link count changes and the new directory. */
 static int
-ws_link_prepare(struct ws_change *c)
+ops_link_prepare(struct ops_change *c)
 {
 	glock_set_add_own(&c->locks, c->in);
 	glock_set_add(&c->locks, c->in2->ino, c->in2, 1);
@@ -843,12 +844,12 @@ ws_link_prepare(struct ws_change *c)
 }
 
 static int
-ws_link_run(struct ws_change *c)
+ops_link_run(struct ops_change *c)
 {
 	struct fuse_entry_param	 e;
 	int			 fd, npfd, r;
 
-	if ((r = ws_fd_get2(c->in, c->in2, &fd, &npfd)) == 0) {
+	if ((r = ops_fd_get2(c->in, c->in2, &fd, &npfd)) == 0) {
 		r = linkat(fd, "", npfd, c->name, AT_EMPTY_PATH) == -1 ?
 		    -errno : 0;
 		inode_fd_put(c->in2);
@@ -856,19 +857,20 @@ ws_link_run(struct ws_change *c)
 	}
 	if (r == 0)
 		r = inode_lookup(c->in2, c->name, &e);
-	ws_reply_entry(c->req, c->in2, r, &e);
+	ops_reply_entry(c->req, c->in2, r, &e);
 	return 0;
 }
 
 static void
-ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
     const char *newname)
 {
-	struct inode		*in = ws_inode(ino), *np = ws_inode(newparent);
-	struct ws_change	*c;
+	struct inode		*in = ops_inode(ino);
+	struct inode		*np = ops_inode(newparent);
+	struct ops_change	*c;
 	int			 r = 0;
 
-	if (!ws_same_workspace(in, np) || in->ws_root == NULL)
+	if (!ops_same_workspace(in, np) || in->ws_root == NULL)
 		r = -EXDEV;
 	else
 		r = perm_may_change(req, np, newname, in->type);
@@ -876,16 +878,16 @@ ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if ((c = ws_change_new(req, ws_link_prepare, ws_link_run, newname,
+	if ((c = ops_change_new(req, ops_link_prepare, ops_link_run, newname,
 	    NULL, NULL, 0)) == NULL)
 		return;
 	c->in = in;
 	c->in2 = np;
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 static struct wsfile *
-ws_file_new(struct inode *in, int fd, const struct stat *st,
+ops_file_new(struct inode *in, int fd, const struct stat *st,
     struct fuse_file_info *fi, int flags)
 {
 	struct wsfile	*f;
@@ -921,9 +923,9 @@ ws_file_new(struct inode *in, int fd, const struct stat *st,
 }
 
 static void
-ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct inode	*in = ws_inode(ino);
+	struct inode	*in = ops_inode(ino);
 	int		 fd;
 
 	if (in->type == S_IFDIR) {
@@ -944,7 +946,7 @@ ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	if (ws_file_new(in, fd, NULL, fi, fi->flags) == NULL) {
+	if (ops_file_new(in, fd, NULL, fi, fi->flags) == NULL) {
 		close(fd);
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -953,7 +955,7 @@ ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 static int
-ws_create_run(struct ws_change *c)
+ops_create_run(struct ops_change *c)
 {
 	fuse_req_t		 req = c->req;
 	struct inode		*p = c->in;
@@ -984,8 +986,8 @@ ws_create_run(struct ws_change *c)
 	inode_fd_put(p);
 	if (r == 0)
 		r = inode_from_new_fd(p, name, fd, &e);
-	if (r == 0 && ws_inode(e.ino)->type != S_IFREG) {
-		inode_forget(ws_inode(e.ino), 1);
+	if (r == 0 && ops_inode(e.ino)->type != S_IFREG) {
+		inode_forget(ops_inode(e.ino), 1);
 		r = -EIO;
 	}
 	/*
@@ -993,16 +995,16 @@ ws_create_run(struct ws_change *c)
 	 * ask for a shared one: its first write then needs no upgrade.
 	 */
 	if (r == 0 && created)
-		glock_made(ws_inode(e.ino), p);
+		glock_made(ops_inode(e.ino), p);
 	/* Just made by us: no capability, unless another inode had it. */
 	if (r == 0 && created && !cluster_enabled())
-		ws_no_cap_set(ws_inode(e.ino),
-		    __atomic_load_n(&ws_inode(e.ino)->xattr_seq,
+		ops_no_cap_set(ops_inode(e.ino),
+		    __atomic_load_n(&ops_inode(e.ino)->xattr_seq,
 		    __ATOMIC_ACQUIRE));
 	/* e.attr: the new file's stat, taken after perm_set_owner. */
-	if (r == 0 && ws_file_new(ws_inode(e.ino), fd, &e.attr, fi,
+	if (r == 0 && ops_file_new(ops_inode(e.ino), fd, &e.attr, fi,
 	    fi->flags) == NULL) {
-		inode_forget(ws_inode(e.ino), 1);
+		inode_forget(ops_inode(e.ino), 1);
 		r = -ENOMEM;
 	}
 out:
@@ -1013,7 +1015,7 @@ out:
 	} else {
 		if (cluster_enabled()) {
 			e.entry_timeout = glock_entry_timeout(p);
-			e.attr_timeout = glock_attr_timeout(ws_inode(e.ino));
+			e.attr_timeout = glock_attr_timeout(ops_inode(e.ino));
 		}
 		fuse_reply_create(req, &e, fi);
 	}
@@ -1021,30 +1023,30 @@ out:
 }
 
 static void
-ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     struct fuse_file_info *fi)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 
-	if ((c = ws_change_checked(req, ws_inode(parent), name, S_IFREG,
-	    ws_prepare_in, ws_create_run, NULL)) == NULL)
+	if ((c = ops_change_checked(req, ops_inode(parent), name, S_IFREG,
+	    ops_prepare_in, ops_create_run, NULL)) == NULL)
 		return;
 	c->mode = mode;
 	c->fi = *fi;
 	c->has_fi = 1;
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 static void
-ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fuse_file_info *fi)
 {
 	/* Reads wait for no lock: a shared lock protects caches, not data. */
-	uring_read(req, ws_file(fi)->fd, size, off, NULL, NULL);
+	uring_read(req, ops_file(fi)->fd, size, off, NULL, NULL);
 }
 
 /* A write waiting for its cluster lock, with its own copy of the data. */
-struct ws_parked_write {
+struct ops_parked_write {
 	fuse_req_t		 req;
 	struct stats_timing	 st;		/* answered from its copy */
 	struct wsfile		*f;
@@ -1055,9 +1057,9 @@ struct ws_parked_write {
 };
 
 static void
-ws_parked_written(void *arg, int res)
+ops_parked_written(void *arg, int res)
 {
-	struct ws_parked_write	*pw = arg;
+	struct ops_parked_write	*pw = arg;
 
 	glock_set_unlock(&pw->locks, res > 0);
 	free(pw);
@@ -1073,7 +1075,7 @@ ws_parked_written(void *arg, int res)
  * store.
  */
 static void
-ws_backing_write(fuse_req_t req, int fd, const char *buf, size_t size,
+ops_backing_write(fuse_req_t req, int fd, const char *buf, size_t size,
     off_t off, int parked, uring_done_fn fn, void *fn_arg)
 {
 	if (wsfs.source_local && !parked)
@@ -1083,9 +1085,9 @@ ws_backing_write(fuse_req_t req, int fd, const char *buf, size_t size,
 }
 
 static void
-ws_write_locked(void *arg, int err)
+ops_write_locked(void *arg, int err)
 {
-	struct ws_parked_write	*pw = arg;
+	struct ops_parked_write	*pw = arg;
 
 	stats_resume(&pw->st);
 	if (err < 0) {
@@ -1097,18 +1099,18 @@ ws_write_locked(void *arg, int err)
 			perm_write_kill_priv(pw->req, pw->f->fd);
 		if (pw->f->direct)
 			glock_pages_stale(pw->f->inode);
-		ws_backing_write(pw->req, pw->f->fd, pw->buf, pw->size,
-		    pw->off, 1, ws_parked_written, pw);
+		ops_backing_write(pw->req, pw->f->fd, pw->buf, pw->size,
+		    pw->off, 1, ops_parked_written, pw);
 	}
 	stats_end();
 }
 
 static void
-ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
     off_t off, struct fuse_file_info *fi)
 {
-	struct wsfile		*f = ws_file(fi);
-	struct ws_parked_write	*pw;
+	struct wsfile		*f = ops_file(fi);
+	struct ops_parked_write	*pw;
 	struct glock		*g;
 	int			 r;
 
@@ -1127,8 +1129,8 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		glock_set_init(&pw->locks);
 		glock_set_add(&pw->locks, f->inode->ino, f->inode, 1);
 		stats_save(&pw->st);
-		if ((r = glock_set_lock(&pw->locks, ws_write_locked, pw)) == 0)
-			ws_write_locked(pw, 0);
+		if ((r = glock_set_lock(&pw->locks, ops_write_locked, pw)) == 0)
+			ops_write_locked(pw, 0);
 		else if (r == -EINPROGRESS)
 			stats_detach();
 		else {
@@ -1145,27 +1147,27 @@ ws_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		perm_write_kill_priv(req, f->fd);
 	if (f->direct)
 		glock_pages_stale(f->inode);
-	ws_backing_write(req, f->fd, buf, size, off, 0,
-	    g ? ws_io_written : NULL, g);
+	ops_backing_write(req, f->fd, buf, size, off, 0,
+	    g ? ops_io_written : NULL, g);
 }
 
 static void
-ws_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int	fd;
 
-	plock_release_owner(ws_file(fi)->inode, fi->lock_owner, 0);
+	plock_release_owner(ops_file(fi)->inode, fi->lock_owner, 0);
 	/* Closing a duplicate reports close-time errors (NFS) to close(2). */
-	if ((fd = dup(ws_file(fi)->fd)) == -1 || close(fd) == -1)
+	if ((fd = dup(ops_file(fi)->fd)) == -1 || close(fd) == -1)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_err(req, 0);
 }
 
 static void
-ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct wsfile	*f = ws_file(fi);
+	struct wsfile	*f = ops_file(fi);
 	struct inode	*in = f->inode;
 	size_t		 i;
 
@@ -1175,22 +1177,22 @@ ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	for (i = 0; i < f->nowners; i++)
 		plock_release_owner(in, f->owners[i], 0);
 	handle_del(&f->h);
-	ws_file_free(f);
+	ops_file_free(f);
 	inode_opened(in, -1);
 	fuse_reply_err(req, 0);
 }
 
 static void
-ws_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
     struct fuse_file_info *fi)
 {
-	uring_fsync(req, ws_file(fi)->fd, datasync);
+	uring_fsync(req, ops_file(fi)->fd, datasync);
 }
 
 static void
-ws_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct inode	*in = ws_inode(ino);
+	struct inode	*in = ops_inode(ino);
 	struct wsdir	*d;
 	int		 pfd, fd, r;
 
@@ -1222,7 +1224,7 @@ ws_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 /* Whether a directory entry is shown: the mount root lists workspaces only. */
 static int
-ws_dirent_visible(struct inode *dir, struct wsdir *d, struct dirent *de)
+ops_dirent_visible(struct inode *dir, struct wsdir *d, struct dirent *de)
 {
 	struct stat	st;
 
@@ -1241,11 +1243,11 @@ ws_dirent_visible(struct inode *dir, struct wsdir *d, struct dirent *de)
 }
 
 static void
-ws_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+ops_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
     struct fuse_file_info *fi, int plus)
 {
-	struct inode		*dir = ws_inode(ino);
-	struct wsdir		*d = ws_dir(fi);
+	struct inode		*dir = ops_inode(ino);
+	struct wsdir		*d = ops_dir(fi);
 	struct fuse_entry_param	 e;
 	struct dirent		*de;
 	char			*buf, *p;
@@ -1274,7 +1276,7 @@ ws_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 		}
 		de = d->entry;
 		next = de->d_off;
-		if (!ws_dirent_visible(dir, d, de))
+		if (!ops_dirent_visible(dir, d, de))
 			goto skip;
 		dot = strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0;
@@ -1302,13 +1304,13 @@ ws_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 					r = 0;
 				} else if (cluster_enabled())
 					e.attr_timeout = glock_attr_timeout(
-					    ws_inode(e.ino));
+					    ops_inode(e.ino));
 			}
 			entsize = fuse_add_direntry_plus(req, p, rem,
 			    de->d_name, &e, next);
 			if (entsize > rem) {
 				if (e.ino != 0)
-					inode_forget(ws_inode(e.ino), 1);
+					inode_forget(ops_inode(e.ino), 1);
 				break;
 			}
 		}
@@ -1327,35 +1329,35 @@ skip:
 }
 
 static void
-ws_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
     struct fuse_file_info *fi)
 {
-	ws_do_readdir(req, ino, size, offset, fi, 0);
+	ops_do_readdir(req, ino, size, offset, fi, 0);
 }
 
 static void
-ws_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+ops_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
     struct fuse_file_info *fi)
 {
-	ws_do_readdir(req, ino, size, offset, fi, 1);
+	ops_do_readdir(req, ino, size, offset, fi, 1);
 }
 
 static void
-ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+ops_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct wsdir	*d = ws_dir(fi);
+	struct wsdir	*d = ops_dir(fi);
 
 	handle_del(&d->h);
-	ws_dir_free(d);
-	inode_opened(ws_inode(ino), -1);
+	ops_dir_free(d);
+	inode_opened(ops_inode(ino), -1);
 	fuse_reply_err(req, 0);
 }
 
 static void
-ws_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
     struct fuse_file_info *fi)
 {
-	int	fd = dirfd(ws_dir(fi)->dp);
+	int	fd = dirfd(ops_dir(fi)->dp);
 
 	if ((datasync ? fdatasync(fd) : fsync(fd)) == -1)
 		fuse_reply_err(req, errno);
@@ -1364,7 +1366,7 @@ ws_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 }
 
 static void
-ws_statfs(fuse_req_t req, fuse_ino_t ino)
+ops_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs	sv;
 
@@ -1379,7 +1381,7 @@ ws_statfs(fuse_req_t req, fuse_ino_t ino)
  * the mode bits with default_permissions. Refuse them rather than pretend.
  */
 static int
-ws_xattr_acl(const char *name)
+ops_xattr_acl(const char *name)
 {
 	return strcmp(name, "system.posix_acl_access") == 0 ||
 	    strcmp(name, "system.posix_acl_default") == 0;
@@ -1389,7 +1391,7 @@ enum xattr_op { XA_GET, XA_LIST, XA_SET, XA_REMOVE };
 
 /* Run one xattr call on the inode through its /proc/self/fd path. */
 static ssize_t
-ws_xattr(struct inode *in, enum xattr_op op, const char *name, void *value,
+ops_xattr(struct inode *in, enum xattr_op op, const char *name, void *value,
     size_t size, int flags)
 {
 	char	path[64];
@@ -1420,7 +1422,7 @@ ws_xattr(struct inode *in, enum xattr_op op, const char *name, void *value,
 }
 
 static void
-ws_reply_xattr(fuse_req_t req, ssize_t r, const char *buf, size_t size)
+ops_reply_xattr(fuse_req_t req, ssize_t r, const char *buf, size_t size)
 {
 	if (r < 0)
 		fuse_reply_err(req, (int)-r);
@@ -1432,7 +1434,7 @@ ws_reply_xattr(fuse_req_t req, ssize_t r, const char *buf, size_t size)
 
 /* getxattr and listxattr: size 0 asks for the size, else for the data. */
 static void
-ws_xattr_read(fuse_req_t req, struct inode *in, enum xattr_op op,
+ops_xattr_read(fuse_req_t req, struct inode *in, enum xattr_op op,
     const char *name, size_t size)
 {
 	char	*buf = NULL;
@@ -1441,28 +1443,28 @@ ws_xattr_read(fuse_req_t req, struct inode *in, enum xattr_op op,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ws_reply_xattr(req, ws_xattr(in, op, name, buf, size, 0), buf, size);
+	ops_reply_xattr(req, ops_xattr(in, op, name, buf, size, 0), buf, size);
 	free(buf);
 }
 
 static void
-ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	struct inode	*in = ws_inode(ino);
+	struct inode	*in = ops_inode(ino);
 	unsigned int	 seq;
 	char		*buf = NULL;
 	ssize_t		 r;
 
 	/* A symlink's xattrs cannot be reached without following it. */
-	if (in->type == S_IFLNK || ws_xattr_acl(name)) {
+	if (in->type == S_IFLNK || ops_xattr_acl(name)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	if (!ws_xattr_is_cap(name)) {
-		ws_xattr_read(req, in, XA_GET, name, size);
+	if (!ops_xattr_is_cap(name)) {
+		ops_xattr_read(req, in, XA_GET, name, size);
 		return;
 	}
-	if (ws_no_cap(in)) {
+	if (ops_no_cap(in)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
@@ -1471,81 +1473,81 @@ ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	r = ws_xattr(in, XA_GET, name, buf, size, 0);
+	r = ops_xattr(in, XA_GET, name, buf, size, 0);
 	if (r == -ENODATA)
-		ws_no_cap_set(in, seq);
-	ws_reply_xattr(req, r, buf, size);
+		ops_no_cap_set(in, seq);
+	ops_reply_xattr(req, r, buf, size);
 	free(buf);
 }
 
 static void
-ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct inode	*in = ws_inode(ino);
+	struct inode	*in = ops_inode(ino);
 
 	if (in->type == S_IFLNK) {
-		ws_reply_xattr(req, 0, NULL, size);
+		ops_reply_xattr(req, 0, NULL, size);
 		return;
 	}
-	ws_xattr_read(req, in, XA_LIST, NULL, size);
+	ops_xattr_read(req, in, XA_LIST, NULL, size);
 }
 
 static int
-ws_xattr_change_run(struct ws_change *c)
+ops_xattr_change_run(struct ops_change *c)
 {
 	ssize_t	r;
 
-	/* Odd while the change is under way: see ws_no_cap_set. */
-	ws_xattr_changing(c->in);
+	/* Odd while the change is under way: see ops_no_cap_set. */
+	ops_xattr_changing(c->in);
 	if (c->to_set == XA_SET)
-		r = ws_xattr(c->in, XA_SET, c->name,
+		r = ops_xattr(c->in, XA_SET, c->name,
 		    (void *)(uintptr_t)c->data, c->size, c->flags);
 	else
-		r = ws_xattr(c->in, XA_REMOVE, c->name, NULL, 0, 0);
-	ws_xattr_changing(c->in);
+		r = ops_xattr(c->in, XA_REMOVE, c->name, NULL, 0, 0);
+	ops_xattr_changing(c->in);
 	fuse_reply_err(c->req, r < 0 ? (int)-r : 0);
 	return 0;
 }
 
 /* setxattr and removexattr: changes, under the inode's lock. */
 static void
-ws_xattr_change(fuse_req_t req, struct inode *in, enum xattr_op op,
+ops_xattr_change(fuse_req_t req, struct inode *in, enum xattr_op op,
     const char *name, const char *value, size_t size, int flags)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 
-	if ((c = ws_change_new(req, ws_prepare_in, ws_xattr_change_run, name,
+	if ((c = ops_change_new(req, ops_prepare_in, ops_xattr_change_run, name,
 	    NULL, value, size)) == NULL)
 		return;
 	c->in = in;
 	c->to_set = op;
 	c->flags = flags;
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 static void
-ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     const char *value, size_t size, int flags)
 {
-	struct inode	*in = ws_inode(ino);
+	struct inode	*in = ops_inode(ino);
 	int		 r = 0;
 
 	if (in->type == S_IFLNK)
 		r = -EPERM;
-	else if (ws_xattr_acl(name))
+	else if (ops_xattr_acl(name))
 		r = -EOPNOTSUPP;
 	else if (perm_may_change(req, in, NULL, 0) < 0)
 		r = -EPERM;
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		ws_xattr_change(req, in, XA_SET, name, value, size, flags);
+		ops_xattr_change(req, in, XA_SET, name, value, size, flags);
 }
 
 static void
-ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct inode	*in = ws_inode(ino);
+	struct inode	*in = ops_inode(ino);
 	int		 r = 0;
 
 	if (in->type == S_IFLNK)
@@ -1555,57 +1557,57 @@ ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		ws_xattr_change(req, in, XA_REMOVE, name, NULL, 0, 0);
+		ops_xattr_change(req, in, XA_REMOVE, name, NULL, 0, 0);
 }
 
 static int
-ws_fallocate_run(struct ws_change *c)
+ops_fallocate_run(struct ops_change *c)
 {
 	int	r;
 
-	r = fallocate(ws_file(&c->fi)->fd, (int)c->mode, c->off, c->len) ==
+	r = fallocate(ops_file(&c->fi)->fd, (int)c->mode, c->off, c->len) ==
 	    -1 ? errno : 0;
 	fuse_reply_err(c->req, r);
 	return 0;
 }
 
 static void
-ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
     off_t length, struct fuse_file_info *fi)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 
-	if ((c = ws_change_new(req, ws_prepare_in, ws_fallocate_run, NULL,
+	if ((c = ops_change_new(req, ops_prepare_in, ops_fallocate_run, NULL,
 	    NULL, NULL, 0)) == NULL)
 		return;
-	c->in = ws_inode(ino);
+	c->in = ops_inode(ino);
 	c->mode = (mode_t)mode;
 	c->off = offset;
 	c->len = length;
 	c->fi = *fi;
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 static void
-ws_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
     struct fuse_file_info *fi)
 {
 	off_t	r;
 
-	if ((r = lseek(ws_file(fi)->fd, off, whence)) == -1)
+	if ((r = lseek(ops_file(fi)->fd, off, whence)) == -1)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_lseek(req, r);
 }
 
 static int
-ws_copy_run(struct ws_change *c)
+ops_copy_run(struct ops_change *c)
 {
 	struct fuse_file_info	 fi_in = { .fh = c->fh2 };
 	off_t			 off_in = c->off, off_out = c->off2;
 	ssize_t			 n;
 
-	n = copy_file_range(ws_file(&fi_in)->fd, &off_in, ws_file(&c->fi)->fd,
+	n = copy_file_range(ops_file(&fi_in)->fd, &off_in, ops_file(&c->fi)->fd,
 	    &off_out, c->size, (unsigned int)c->flags);
 	if (n == -1)
 		fuse_reply_err(c->req, errno);
@@ -1616,43 +1618,43 @@ ws_copy_run(struct ws_change *c)
 
 /* The written file's lock; the read one needs none. */
 static void
-ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+ops_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
     struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
     struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	struct ws_change	*c;
+	struct ops_change	*c;
 
-	if ((c = ws_change_new(req, ws_prepare_in, ws_copy_run, NULL, NULL,
+	if ((c = ops_change_new(req, ops_prepare_in, ops_copy_run, NULL, NULL,
 	    NULL, 0)) == NULL)
 		return;
-	c->in = ws_inode(ino_out);
+	c->in = ops_inode(ino_out);
 	c->fi = *fi_out;
 	c->fh2 = fi_in->fh;
 	c->off = off_in;
 	c->off2 = off_out;
 	c->size = len;
 	c->flags = flags;
-	ws_change_go(c);
+	ops_change_go(c);
 }
 
 static void
-ws_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+ops_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
     struct flock *lock)
 {
-	plock_getlk(req, ws_inode(ino), fi, lock);
+	plock_getlk(req, ops_inode(ino), fi, lock);
 }
 
 static void
-ws_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+ops_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
     struct flock *lock, int sleep)
 {
-	plock_setlk(req, ws_inode(ino), fi, lock, sleep);
+	plock_setlk(req, ops_inode(ino), fi, lock, sleep);
 }
 
 static void
-ws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
+ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 {
-	plock_flock(req, ws_inode(ino), fi, op);
+	plock_flock(req, ops_inode(ino), fi, op);
 }
 
 /*
@@ -1667,114 +1669,114 @@ ws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 } while (0)
 
 static void t_lookup(fuse_req_t r, fuse_ino_t p, const char *n)
-{ TIMED(OP_LOOKUP, ws_lookup(r, p, n)); }
+{ TIMED(OP_LOOKUP, ops_lookup(r, p, n)); }
 static void t_forget(fuse_req_t r, fuse_ino_t i, uint64_t n)
-{ TIMED(OP_FORGET, ws_forget(r, i, n)); }
+{ TIMED(OP_FORGET, ops_forget(r, i, n)); }
 static void t_forget_multi(fuse_req_t r, size_t c, struct fuse_forget_data *f)
-{ TIMED(OP_FORGET, ws_forget_multi(r, c, f)); }
+{ TIMED(OP_FORGET, ops_forget_multi(r, c, f)); }
 static void t_getattr(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
-{ TIMED(OP_GETATTR, ws_getattr(r, i, fi)); }
+{ TIMED(OP_GETATTR, ops_getattr(r, i, fi)); }
 static void t_setattr(fuse_req_t r, fuse_ino_t i, struct stat *a, int s,
     struct fuse_file_info *fi)
-{ TIMED(OP_SETATTR, ws_setattr(r, i, a, s, fi)); }
+{ TIMED(OP_SETATTR, ops_setattr(r, i, a, s, fi)); }
 static void t_readlink(fuse_req_t r, fuse_ino_t i)
-{ TIMED(OP_READLINK, ws_readlink(r, i)); }
+{ TIMED(OP_READLINK, ops_readlink(r, i)); }
 static void t_mknod(fuse_req_t r, fuse_ino_t p, const char *n, mode_t m,
     dev_t d)
-{ TIMED(OP_MKNOD, ws_mknod(r, p, n, m, d)); }
+{ TIMED(OP_MKNOD, ops_mknod(r, p, n, m, d)); }
 static void t_mkdir(fuse_req_t r, fuse_ino_t p, const char *n, mode_t m)
-{ TIMED(OP_MKDIR, ws_mkdir(r, p, n, m)); }
+{ TIMED(OP_MKDIR, ops_mkdir(r, p, n, m)); }
 static void t_symlink(fuse_req_t r, const char *l, fuse_ino_t p,
     const char *n)
-{ TIMED(OP_SYMLINK, ws_symlink(r, l, p, n)); }
+{ TIMED(OP_SYMLINK, ops_symlink(r, l, p, n)); }
 static void t_unlink(fuse_req_t r, fuse_ino_t p, const char *n)
-{ TIMED(OP_UNLINK, ws_unlink(r, p, n)); }
+{ TIMED(OP_UNLINK, ops_unlink(r, p, n)); }
 static void t_rmdir(fuse_req_t r, fuse_ino_t p, const char *n)
-{ TIMED(OP_RMDIR, ws_rmdir(r, p, n)); }
+{ TIMED(OP_RMDIR, ops_rmdir(r, p, n)); }
 static void t_rename(fuse_req_t r, fuse_ino_t p, const char *n,
     fuse_ino_t np, const char *nn, unsigned int f)
-{ TIMED(OP_RENAME, ws_rename(r, p, n, np, nn, f)); }
+{ TIMED(OP_RENAME, ops_rename(r, p, n, np, nn, f)); }
 static void t_link(fuse_req_t r, fuse_ino_t i, fuse_ino_t np, const char *nn)
-{ TIMED(OP_LINK, ws_link(r, i, np, nn)); }
+{ TIMED(OP_LINK, ops_link(r, i, np, nn)); }
 static void t_open(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
-{ TIMED(OP_OPEN, ws_open(r, i, fi)); }
+{ TIMED(OP_OPEN, ops_open(r, i, fi)); }
 static void t_create(fuse_req_t r, fuse_ino_t p, const char *n, mode_t m,
     struct fuse_file_info *fi)
-{ TIMED(OP_CREATE, ws_create(r, p, n, m, fi)); }
+{ TIMED(OP_CREATE, ops_create(r, p, n, m, fi)); }
 static void t_read(fuse_req_t r, fuse_ino_t i, size_t sz, off_t o,
     struct fuse_file_info *fi)
-{ TIMED(OP_READ, ws_read(r, i, sz, o, fi)); }
+{ TIMED(OP_READ, ops_read(r, i, sz, o, fi)); }
 static void t_write(fuse_req_t r, fuse_ino_t i, const char *b, size_t sz,
     off_t o, struct fuse_file_info *fi)
-{ TIMED(OP_WRITE, ws_write(r, i, b, sz, o, fi)); }
+{ TIMED(OP_WRITE, ops_write(r, i, b, sz, o, fi)); }
 static void t_flush(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
-{ TIMED(OP_FLUSH, ws_flush(r, i, fi)); }
+{ TIMED(OP_FLUSH, ops_flush(r, i, fi)); }
 static void t_release(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
-{ TIMED(OP_RELEASE, ws_release(r, i, fi)); }
+{ TIMED(OP_RELEASE, ops_release(r, i, fi)); }
 static void t_fsync(fuse_req_t r, fuse_ino_t i, int d,
     struct fuse_file_info *fi)
-{ TIMED(OP_FSYNC, ws_fsync(r, i, d, fi)); }
+{ TIMED(OP_FSYNC, ops_fsync(r, i, d, fi)); }
 static void t_opendir(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi)
-{ TIMED(OP_OPENDIR, ws_opendir(r, i, fi)); }
+{ TIMED(OP_OPENDIR, ops_opendir(r, i, fi)); }
 static void t_readdir(fuse_req_t r, fuse_ino_t i, size_t sz, off_t o,
     struct fuse_file_info *fi)
-{ TIMED(OP_READDIR, ws_readdir(r, i, sz, o, fi)); }
+{ TIMED(OP_READDIR, ops_readdir(r, i, sz, o, fi)); }
 static void t_readdirplus(fuse_req_t r, fuse_ino_t i, size_t sz, off_t o,
     struct fuse_file_info *fi)
-{ TIMED(OP_READDIR, ws_readdirplus(r, i, sz, o, fi)); }
+{ TIMED(OP_READDIR, ops_readdirplus(r, i, sz, o, fi)); }
 static void t_releasedir(fuse_req_t r, fuse_ino_t i,
     struct fuse_file_info *fi)
-{ TIMED(OP_RELEASEDIR, ws_releasedir(r, i, fi)); }
+{ TIMED(OP_RELEASEDIR, ops_releasedir(r, i, fi)); }
 static void t_fsyncdir(fuse_req_t r, fuse_ino_t i, int d,
     struct fuse_file_info *fi)
-{ TIMED(OP_FSYNCDIR, ws_fsyncdir(r, i, d, fi)); }
+{ TIMED(OP_FSYNCDIR, ops_fsyncdir(r, i, d, fi)); }
 static void t_statfs(fuse_req_t r, fuse_ino_t i)
-{ TIMED(OP_STATFS, ws_statfs(r, i)); }
+{ TIMED(OP_STATFS, ops_statfs(r, i)); }
 static void t_setxattr(fuse_req_t r, fuse_ino_t i, const char *n,
     const char *v, size_t sz, int f)
-{ TIMED(OP_XATTR, ws_setxattr(r, i, n, v, sz, f)); }
+{ TIMED(OP_XATTR, ops_setxattr(r, i, n, v, sz, f)); }
 static void t_getxattr(fuse_req_t r, fuse_ino_t i, const char *n, size_t sz)
-{ TIMED(OP_XATTR, ws_getxattr(r, i, n, sz)); }
+{ TIMED(OP_XATTR, ops_getxattr(r, i, n, sz)); }
 static void t_listxattr(fuse_req_t r, fuse_ino_t i, size_t sz)
-{ TIMED(OP_XATTR, ws_listxattr(r, i, sz)); }
+{ TIMED(OP_XATTR, ops_listxattr(r, i, sz)); }
 static void t_removexattr(fuse_req_t r, fuse_ino_t i, const char *n)
-{ TIMED(OP_XATTR, ws_removexattr(r, i, n)); }
+{ TIMED(OP_XATTR, ops_removexattr(r, i, n)); }
 static void t_fallocate(fuse_req_t r, fuse_ino_t i, int m, off_t o, off_t l,
     struct fuse_file_info *fi)
-{ TIMED(OP_FALLOCATE, ws_fallocate(r, i, m, o, l, fi)); }
+{ TIMED(OP_FALLOCATE, ops_fallocate(r, i, m, o, l, fi)); }
 static void t_lseek(fuse_req_t r, fuse_ino_t i, off_t o, int w,
     struct fuse_file_info *fi)
-{ TIMED(OP_LSEEK, ws_lseek(r, i, o, w, fi)); }
+{ TIMED(OP_LSEEK, ops_lseek(r, i, o, w, fi)); }
 static void t_copy_file_range(fuse_req_t r, fuse_ino_t ii, off_t oi,
     struct fuse_file_info *fii, fuse_ino_t io, off_t oo,
     struct fuse_file_info *fio, size_t l, int f)
-{ TIMED(OP_COPY, ws_copy_file_range(r, ii, oi, fii, io, oo, fio, l, f)); }
+{ TIMED(OP_COPY, ops_copy_file_range(r, ii, oi, fii, io, oo, fio, l, f)); }
 static void t_getlk(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
     struct flock *l)
-{ TIMED(OP_LOCK, ws_getlk(r, i, fi, l)); }
+{ TIMED(OP_LOCK, ops_getlk(r, i, fi, l)); }
 static void t_setlk(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
     struct flock *l, int s)
-{ TIMED(OP_LOCK, ws_setlk(r, i, fi, l, s)); }
+{ TIMED(OP_LOCK, ops_setlk(r, i, fi, l, s)); }
 static void t_flock(fuse_req_t r, fuse_ino_t i, struct fuse_file_info *fi,
     int op)
-{ TIMED(OP_LOCK, ws_flock(r, i, fi, op)); }
+{ TIMED(OP_LOCK, ops_flock(r, i, fi, op)); }
 
 /* At exit, after the loop: what the kernel never released. */
 void
-ws_handles_free_all(void)
+ops_handles_free_all(void)
 {
 	struct wshandle	*h;
 
 	while ((h = handle_pop()) != NULL) {
 		if (h->is_dir)
-			ws_dir_free((struct wsdir *)h);
+			ops_dir_free((struct wsdir *)h);
 		else
-			ws_file_free((struct wsfile *)h);
+			ops_file_free((struct wsfile *)h);
 	}
 }
 
 const struct fuse_lowlevel_ops wsfs_ops = {
-	.init		 = ws_init,
+	.init		 = ops_init,
 	.lookup		 = t_lookup,
 	.forget		 = t_forget,
 	.forget_multi	 = t_forget_multi,

@@ -561,7 +561,7 @@ void		 uring_write(fuse_req_t req, int fd, const char *buf,
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
 /* ops.c */
-void		 ws_handles_free_all(void);
+void		 ops_handles_free_all(void);
 extern const struct fuse_lowlevel_ops wsfs_ops;
 
 #endif
