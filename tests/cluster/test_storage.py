@@ -40,8 +40,6 @@ import time
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
 NODES = 3
 # network.ping-timeout of the volume (scripts/cluster): how long a
