@@ -276,6 +276,7 @@ glock_valid_locked(struct glock *g, int mode)
 }
 
 static void glock_done(struct cluster_waiter *w, int status, uint64_t token);
+static int glock_ask_locked(struct glock *g, int mode, enum glock_ask ask);
 static void glock_maybe_release_locked(struct glock *g, uint64_t now);
 static void glock_kick_locked(struct glock *g, uint64_t now);
 static void glock_kick_all_locked(uint64_t now);
@@ -785,6 +786,28 @@ glock_trim_locked(uint64_t now)
 	}
 }
 
+/*
+ * The directory d is revoked while operations use objects it covers:
+ * those uses count as users of d, so d cannot go back before they end,
+ * and an operation that holds such a use and waits for another lock
+ * (taken in inode order after it) would wait for a node that waits for
+ * d: a deadlock the order of a set cannot see. So each covered object
+ * in use asks for its own lock now, under d, which this node still
+ * holds: granted at once, and the grant moves its users from d to it
+ * (glock_done), so d can go back when its own users are done.
+ */
+static void
+glock_promote_covers_locked(struct glock *d)
+{
+	struct glock	*g;
+
+	TAILQ_FOREACH(g, &d->covered, centry)
+		if (g->cover_users > 0 && g->want == 0 && !g->foreign &&
+		    glock_ask_locked(g, WSLOCK_EXCLUSIVE, ASK_WAIT) < 0)
+			log_warn("node %s: asking for %s to give %s back: "
+			    "failed", wsfs.conf.node, g->key, d->key);
+}
+
 static void
 glock_revoke(const void *key, size_t keylen)
 {
@@ -794,6 +817,7 @@ glock_revoke(const void *key, size_t keylen)
 	stats_count(SC_REVOKES, 1);
 	if ((g = glock_by_key_locked(key, keylen)) != NULL) {
 		g->revoke = 1;
+		glock_promote_covers_locked(g);
 		glock_maybe_release_locked(g, cluster_now_ms());
 	}
 	pthread_mutex_unlock(&gl.lock);
@@ -1021,7 +1045,13 @@ glock_step_locked(struct glock *g, int mode, int own, uint64_t now)
 {
 	if (glock_covered_locked(g) && !g->foreign &&
 	    wslock_lease_left(cluster_handle()) > 0) {
-		if (!own) {
+		/*
+		 * A use of the cover is a use of the directory's lock, so
+		 * it follows the directory's rule: none once it is revoked
+		 * and its minimum hold is over (glock_revoke).
+		 */
+		if (!own && (!g->cover->revoke ||
+		    now < g->cover->acquired_ms + GLOCK_MIN_HOLD_MS)) {
 			g->users++;
 			g->cover_users++;
 			g->cover->users++;

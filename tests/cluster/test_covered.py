@@ -122,6 +122,49 @@ def test_covered_file_moved_out_takes_its_own_lock(cluster_factory):
     assert locked(held_keys(c, "node1"), key(c, c.src("ws", "d1", "b")))
 
 
+# Each node makes and removes names of its own in one directory as fast
+# as it can: the directory's lock goes back and forth, and every unlink
+# finds its file covered by the other side's last hold or its own.
+CHURN = """
+import os, sys
+d, me, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for i in range(n):
+    p = os.path.join(d, f"n{me}-{i}")
+    os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    os.unlink(p)
+print("done", n)
+"""
+
+
+@pytest.mark.storage("local")
+def test_two_nodes_churn_one_directory(cluster_factory):
+    """An unlink uses its covered file, which pins the directory's lock,
+    and then takes the directory itself: if the directory was revoked
+    meanwhile, it could go back only when the unlink was done, and the
+    unlink waited for it to come back (found by scripts/bench's contended
+    run: EIO after lock_timeout). Both nodes must finish, without EIO."""
+    c = cluster_factory(nodes=2, lock_timeout=10, lease_ms=20000)
+    d1, d2 = c.path(1, "ws", "churn"), c.path(2, "ws", "churn")
+    # Locks are taken in inode order; the deadlock needs files numbered
+    # below their directory: free some numbers below it first.
+    pre = c.path(1, "ws", "pre")
+    os.mkdir(pre)
+    for i in range(500):
+        open(os.path.join(pre, f"p{i}"), "w").close()
+    os.mkdir(d1)
+    for i in range(500):
+        os.unlink(os.path.join(pre, f"p{i}"))
+    os.listdir(d2)
+    procs = [c.popen(n, [clusterlib.PYTHON, "-c", CHURN, d, str(n), "400"])
+             for n, d in ((1, d1), (2, d2))]
+    for n, p in zip((1, 2), procs):
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.strip() == "done 400", \
+            f"node{n}: exit {p.returncode}: {out}{err}"
+    assert os.listdir(d1) == [] and os.listdir(d2) == []
+    revokes = status(c, 1)["revokes"] + status(c, 2)["revokes"]
+    assert revokes > 0, "the directory never changed hands: no contention"
+
 @pytest.mark.storage("gluster")
 def test_no_cover_without_birth_times(cluster_factory):
     """GlusterFS's client gives no birth time, so a key could not tell a
