@@ -50,7 +50,9 @@
  *    writes are made durable, their kernel caches dropped, then the server
  *    is told (the same order as for a lock of its own). An operation on a
  *    covered object counts as a user of the directory's lock, so the
- *    directory is not given back in the middle of it;
+ *    directory is not given back in the middle of it; a revoke makes the
+ *    covered objects in use take their own locks (glock_revoke), so no
+ *    operation keeps the directory while it waits for another lock;
  *  - before a covered object gets a name elsewhere (link, a rename to
  *    another directory) the node takes its own lock, UNDER the covering
  *    directory, which it holds: granted at once, and from then on the
