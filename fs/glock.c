@@ -512,8 +512,23 @@ glock_fsync(const char *key, const struct file_handle *fh)
 {
 	int	fd;
 
-	if (fh == NULL || (fd = glock_open_for_sync(fh)) < 0)
+	if (fh == NULL)
 		return;
+	/*
+	 * Removed (ENOENT; ESTALE on a local filesystem) or neither a file
+	 * nor a directory (EINVAL): nothing to make durable. Else, as for
+	 * a handle that died with a network client's cache (ESTALE on
+	 * GlusterFS), the writes stay where the storage has them, not
+	 * synced: say so rather than skip it silently.
+	 */
+	if ((fd = glock_open_for_sync(fh)) < 0) {
+		if (fd != -ENOENT && fd != -EINVAL &&
+		    (fd != -ESTALE || !wsfs.source_local))
+			log_warn("node %s: %s given back without its fsync: "
+			    "reopening it failed: %s", wsfs.conf.node, key,
+			    strerror(-fd));
+		return;
+	}
 	if (fsync(fd) == -1)
 		log_warn("node %s: fsync before giving back %s: %s",
 		    wsfs.conf.node, key, strerror(errno));
