@@ -348,12 +348,11 @@ glock_find_locked(ino_t ino, int create)
 static struct glock *
 glock_by_key_locked(const void *key, size_t keylen)
 {
-	uint64_t	src, ino;
-	char		kind;
-
 	struct glock	*g;
-	uint64_t	 gen;
+	uint64_t	 src, ino, gen;
+	char		 kind;
 
+	/* The whole spelling: a lock held under another key is not it. */
 	if (lockkey_parse_gen(key, keylen, &kind, &src, &ino, &gen) < 0 ||
 	    (g = glock_find_locked((ino_t)ino, 0)) == NULL ||
 	    g->keylen != keylen || memcmp(g->key, key, keylen) != 0)

@@ -742,8 +742,8 @@ inode_reopen_check(struct inode *in, int fd)
 
 /*
  * Open name below dir, beneath it and following nothing, as a lookup
- * would, and keep the fd only if it is in's object: the same number,
- * device and type. -ESTALE if not.
+ * would, and keep the fd only if it is in's object (inode_reopen_check).
+ * -ESTALE if not.
  */
 static int
 inode_reopen_at(struct inode *in, struct inode *dir, const char *name)
