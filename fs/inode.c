@@ -288,7 +288,7 @@ kname_drop_locked(struct kname *k)
 
 /*
  * The kernel's name k leads to in now. Where k's inode is in's object,
- * entered again because a lookup found its handle dead (inode_adopt_in),
+ * entered again because a lookup found its handle dead (inode_adopt),
  * the kernel may hold that inode still (an fd, a cwd) after it forgot
  * in: it keeps the name off the tree, so that inode_reopen_by_name can
  * find it again, though a rename no longer moves it.
@@ -399,9 +399,10 @@ lost:
 
 /*
  * Regular files are one inode whatever their names, so the rename table
- * keeps none of theirs. Where handles die with a client's cache a file
- * needs them all the same, to be found again (inode_reopen_by_name): the
- * names the kernel was last given for it, newest first, at most
+ * keeps none of theirs. Where handles die with a client's cache, and
+ * where a file may be entered by its name alone (inode_lookup_known), a
+ * file needs them all the same, to be found again (inode_reopen_by_name):
+ * the names the kernel was last given for it, newest first, at most
  * KNAME_FILE_MAX, moved by a rename and dropped by an unlink through the
  * mount as the table's are. A name lost for lack of memory only costs
  * the reopen.
@@ -437,7 +438,8 @@ kname_file_set_locked(struct inode *dir, const char *name, struct inode *in)
 {
 	struct kname	*k, **slot;
 
-	if (!itab.handles_die || in->type != S_IFREG || in->ws_root == NULL)
+	if (in->type != S_IFREG || in->ws_root == NULL ||
+	    (!itab.handles_die && !itab.lazy_handles))
 		return;
 	if ((k = kname_find_locked(dir, name)) != NULL) {
 		if (k->in == in) {
@@ -651,6 +653,8 @@ inode_forget(struct inode *in, uint64_t n)
 }
 
 static int	inode_reopen_by_name(struct inode *);
+static int	inode_statx_mnt(int, const char *, int, struct stat *,
+		    uint64_t *, int *);
 
 /*
  * The storage answered err to what wsfs did on in, and wsfs passes it on
@@ -689,7 +693,23 @@ inode_fd_get(struct inode *in)
 	int	fd;
 
 	pthread_mutex_lock(&itab.lock);
-	if (in->fd < 0) {
+	if (in->fd < 0 && in->fh == NULL) {
+		/*
+		 * Entered by its name and never opened (inode_lookup_known):
+		 * open that name again. ESTALE if it leads elsewhere now, so
+		 * that the kernel looks the path up again; ENOENT if it is
+		 * gone.
+		 */
+		itab_unlock();
+		if ((fd = inode_reopen_by_name(in)) < 0)
+			return fd;
+		pthread_mutex_lock(&itab.lock);
+		if (in->fd < 0) {
+			in->fd = fd;
+			itab.nfds++;
+		} else
+			inode_close_later(fd);
+	} else if (in->fd < 0) {
 		/* The handle is the inode's for life; the caller holds it. */
 		itab_unlock();
 		fd = open_by_handle_at(itab.mount_fd, in->fh,
@@ -743,7 +763,7 @@ inode_reopen_check(struct inode *in, int fd)
 /*
  * Open name below dir, beneath it and following nothing, as a lookup
  * would, and keep the fd only if it is in's object (inode_reopen_check).
- * -ESTALE if not.
+ * -ENOENT if nothing is there, else -ESTALE if not.
  */
 static int
 inode_reopen_at(struct inode *in, struct inode *dir, const char *name)
@@ -755,7 +775,7 @@ inode_reopen_at(struct inode *in, struct inode *dir, const char *name)
 	fd = inode_openat_beneath(pfd, name, O_PATH, 0);
 	inode_fd_put(dir);
 	if (fd < 0)
-		return -ESTALE;
+		return fd == -ENOENT ? -ENOENT : -ESTALE;
 	return inode_reopen_check(in, fd);
 }
 
@@ -786,8 +806,10 @@ inode_reopen_from(struct inode *in, struct inode *sib)
  * regular files the names it was last given (kname_file_set_locked):
  * open such a name again (inode_reopen_at), newest first, unless the
  * table holds another inode of the object (inode_reopen_from). -ESTALE
- * if none leads to in's object. Only where handles die with a client's
- * cache (inode_table_init).
+ * if none leads to in's object (-ENOENT for a file entered by its name
+ * whose names are all gone). Only where handles die with a client's
+ * cache (inode_table_init), and for a regular file entered by its name
+ * alone, which has no handle (inode_lookup_known).
  */
 static int
 inode_reopen_by_name(struct inode *in)
@@ -795,10 +817,11 @@ inode_reopen_by_name(struct inode *in)
 	struct inode	*dirs[KNAME_FILE_MAX], *sib = NULL, **slot;
 	struct kname	*k;
 	char		*names[KNAME_FILE_MAX];
-	int		 i, n = 0, fd = -ESTALE;
+	int		 i, n = 0, fd = -ESTALE, missing = 1;
 
-	if (!itab.handles_die || (in->type != S_IFDIR &&
-	    in->type != S_IFLNK && in->type != S_IFREG))
+	if ((!itab.handles_die && (in->type != S_IFREG ||
+	    __atomic_load_n(&in->fh, __ATOMIC_ACQUIRE) != NULL)) ||
+	    (in->type != S_IFDIR && in->type != S_IFLNK && in->type != S_IFREG))
 		return -ESTALE;
 	pthread_mutex_lock(&itab.lock);
 	if (in->detached && (slot = tfind(in, &itab.tree, inode_cmp)) != NULL &&
@@ -823,7 +846,8 @@ inode_reopen_by_name(struct inode *in)
 	if (sib != NULL)
 		fd = inode_reopen_from(in, sib);
 	for (i = 0; i < n && fd < 0; i++)
-		fd = inode_reopen_at(in, dirs[i], names[i]);
+		if ((fd = inode_reopen_at(in, dirs[i], names[i])) != -ENOENT)
+			missing = 0;
 	pthread_mutex_lock(&itab.lock);
 	if (sib != NULL)
 		inode_unref_locked(sib);
@@ -832,7 +856,14 @@ inode_reopen_by_name(struct inode *in)
 	itab_unlock();
 	for (i = 0; i < n; i++)
 		free(names[i]);
-	return fd;
+	/*
+	 * A file entered by its name whose names are all gone is gone, as
+	 * on a local filesystem; where something else is there now, ESTALE
+	 * makes the kernel look the name up again.
+	 */
+	if (fd < 0 && missing && sib == NULL && !itab.handles_die)
+		return -ENOENT;
+	return fd < 0 ? -ESTALE : fd;
 }
 
 void
@@ -938,11 +969,26 @@ int
 inode_statx(int dirfd, const char *name, int flags, struct stat *st,
     uint64_t *birth)
 {
+	return inode_statx_mnt(dirfd, name, flags, st, birth, NULL);
+}
+
+/*
+ * inode_statx that also says whether the object is the root of a mount
+ * (*mnt_root 1), or whether that cannot be told (-1: a kernel without
+ * STATX_ATTR_MOUNT_ROOT).
+ */
+static int
+inode_statx_mnt(int dirfd, const char *name, int flags, struct stat *st,
+    uint64_t *birth, int *mnt_root)
+{
 	struct statx	stx;
 
 	if (statx(dirfd, name, flags | AT_STATX_SYNC_AS_STAT,
 	    STATX_BASIC_STATS | STATX_BTIME, &stx) == -1)
 		return -errno;
+	if (mnt_root != NULL)
+		*mnt_root = !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ?
+		    -1 : (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
 	memset(st, 0, sizeof *st);
 	st->st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	st->st_ino = stx.stx_ino;
@@ -1167,15 +1213,53 @@ inode_entry(struct inode *in, const struct stat *st,
 }
 
 /*
+ * A new inode keyed as key, found below parent, with its birth time and
+ * handle (the inode's from now on, may be NULL) and no fd, entered into
+ * the table: NULL for lack of memory. Nothing of that key is in the
+ * table.
+ */
+static struct inode *
+inode_new_locked(const struct inode *key, struct inode *parent,
+    uint64_t birth, struct file_handle *fh)
+{
+	struct inode	*in;
+
+	if ((in = calloc(1, sizeof *in)) == NULL)
+		return NULL;
+	*in = *key;
+	in->fd = -1;
+	in->fh = fh;
+	in->birth = birth;
+	if (tsearch(in, &itab.tree, inode_cmp) == NULL) {
+		free(in);
+		return NULL;
+	}
+	in->generation = ++itab.generation;
+	itab.ninodes++;
+	if (parent == &itab.root) {
+		in->ws_root = in;
+		in->pinned = 1;
+	} else {
+		in->ws_root = parent->ws_root;
+		in->ws_root->refs++;
+	}
+	if (in->parent != NULL)
+		in->parent->refs++;
+	/* Without a handle only its fd reaches it. */
+	if (fh == NULL && !inode_handles_lazy())
+		in->pinned = 1;
+	return in;
+}
+
+/*
  * Enter the inode open as fd (O_PATH, owned by this call) into the table as
  * a child of parent, take one kernel reference and fill e for the reply.
- * *fresh (if not NULL) says whether the inode was new to the table.
  */
-static int
-inode_adopt_in(struct inode *parent, const char *name, int fd,
-    struct fuse_entry_param *e, int *fresh)
+int
+inode_adopt(struct inode *parent, const char *name, int fd,
+    struct fuse_entry_param *e)
 {
-	struct inode		 key, *in, *neu, **slot;
+	struct inode		 key, *in, **slot;
 	struct file_handle	*fh = NULL;
 	struct stat		 st;
 	uint64_t		 birth;
@@ -1224,40 +1308,16 @@ inode_adopt_in(struct inode *parent, const char *name, int fd,
 		in->detached = 1;
 		slot = NULL;
 	}
-	if (fresh != NULL)
-		*fresh = slot == NULL;
-	if (slot == NULL) {
-		if ((neu = calloc(1, sizeof *neu)) != NULL) {
-			*neu = key;
-			neu->fd = -1;
-			neu->fh = fh;
-			neu->birth = birth;
-			neu->generation = ++itab.generation;
-		}
-		/* Under the lock since the tfind: nothing else came in. */
-		if (neu == NULL ||
-		    (slot = tsearch(neu, &itab.tree, inode_cmp)) == NULL) {
-			itab_unlock();
-			free(neu);
-			free(fh);
-			close(fd);
-			return -ENOMEM;
-		}
+	if (slot != NULL)
+		in = *slot;
+	/* Under the lock since the tfind: nothing else came in. */
+	else if ((in = inode_new_locked(&key, parent, birth, fh)) == NULL) {
+		itab_unlock();
+		free(fh);
+		close(fd);
+		return -ENOMEM;
+	} else
 		fh = NULL;
-		itab.ninodes++;
-		if (parent == &itab.root) {
-			neu->ws_root = neu;
-			neu->pinned = 1;
-		} else {
-			neu->ws_root = parent->ws_root;
-			neu->ws_root->refs++;
-		}
-		if (neu->parent != NULL)
-			neu->parent->refs++;
-		if (neu->fh == NULL && !lazy)
-			neu->pinned = 1;
-	}
-	in = *slot;
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
 	kname_file_set_locked(parent, name, in);
@@ -1277,13 +1337,6 @@ inode_adopt_in(struct inode *parent, const char *name, int fd,
 	return 0;
 }
 
-int
-inode_adopt(struct inode *parent, const char *name, int fd,
-    struct fuse_entry_param *e)
-{
-	return inode_adopt_in(parent, name, fd, e, NULL);
-}
-
 /* Enter a freshly created object, open as fd (any access mode, kept). */
 int
 inode_from_new_fd(struct inode *parent, const char *name, int fd,
@@ -1299,13 +1352,33 @@ inode_from_new_fd(struct inode *parent, const char *name, int fd,
 }
 
 /*
+ * Whether a lookup may enter what a stat of name in parent found without
+ * opening it: on one node over a local filesystem (lazy handles), a
+ * regular file with a birth time, on parent's filesystem and not the
+ * root of a mount. Its inode keeps the name (kname_file_set_locked) and is
+ * opened by it on first use, below parent and following nothing, as the
+ * walk would, and kept only if number, type and birth time match
+ * (inode_reopen_by_name); a cold stat, a listing and an unlink never open
+ * it at all. The birth time tells it from a later object of its number.
+ */
+static int
+inode_by_name_ok(struct inode *parent, const struct stat *st, uint64_t birth,
+    int mnt_root)
+{
+	return inode_handles_lazy() && S_ISREG(st->st_mode) && birth != 0 &&
+	    mnt_root == 0 && st->st_dev == parent->dev && parent != &itab.root;
+}
+
+/*
  * The common case of a lookup: the kernel asks again for a name it knew.
- * One fstatat that follows nothing tells whether the name still leads to
- * an inode of the table, under the same key; only a new inode needs the
- * openat2 walk and a handle. An inode reached here was entered before by
- * that walk, so this can never cross a mount point or leave the
- * workspace. Returns 1 with e filled and one more kernel reference,
- * -ENOENT when the name is not there, 0 for the full walk.
+ * One stat that follows nothing tells whether the name still leads to an
+ * inode of the table, under the same key; a new inode needs the openat2
+ * walk and a handle, unless inode_by_name_ok lets it in by its name. An
+ * inode reached here was entered before by that walk, or is a regular
+ * file of parent's filesystem that is no mount point, so this can never
+ * cross a mount point or leave the workspace. Returns 1 with e filled and
+ * one more kernel reference, -ENOENT when the name is not there, 0 for
+ * the full walk.
  */
 static int
 inode_lookup_known(struct inode *parent, int pfd, const char *name,
@@ -1319,18 +1392,43 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	struct file_handle *fh = &hb.h;
 	struct inode	 key, *in, **slot;
 	struct stat	 st;
-	int		 mnt;
+	uint64_t	 birth = 0;
+	int		 lazy = inode_handles_lazy(), mnt_root = -1, mnt, r;
 
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+	if (lazy)
+		r = inode_statx_mnt(pfd, name, AT_SYMLINK_NOFOLLOW, &st, &birth,
+		    &mnt_root);
+	else
+		r = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1 ?
+		    -errno : 0;
+	if (r < 0)
 		/* Nothing there: the walk would find nothing either. */
-		return errno == ENOENT ? -ENOENT : 0;
+		return r == -ENOENT ? -ENOENT : 0;
 	inode_key(&key, parent, &st);
 	pthread_mutex_lock(&itab.lock);
-	if ((slot = tfind(&key, &itab.tree, inode_cmp)) == NULL ||
-	    (in = *slot)->type != key.type) {
-		/* New to the table: no handle to compare with. */
-		itab_unlock();
-		return 0;
+	if ((slot = tfind(&key, &itab.tree, inode_cmp)) == NULL) {
+		if (!inode_by_name_ok(parent, &st, birth, mnt_root) ||
+		    (in = inode_new_locked(&key, parent, birth, NULL)) == NULL) {
+			/* The walk enters it (or says why it cannot). */
+			itab_unlock();
+			return 0;
+		}
+		goto found;
+	}
+	in = *slot;
+	if (lazy && in->fd < 0 && in->fh == NULL) {
+		/* Entered by its name: the birth time is all that tells. */
+		if (birth == in->birth)
+			goto found;
+		/* A later object of that number: see inode_adopt. */
+		tdelete(in, &itab.tree, inode_cmp);
+		in->detached = 1;
+		if (!inode_by_name_ok(parent, &st, birth, mnt_root) ||
+		    (in = inode_new_locked(&key, parent, birth, NULL)) == NULL) {
+			itab_unlock();
+			return 0;
+		}
+		goto found;
 	}
 	/*
 	 * On a local filesystem an inode number is not reused while an fd
@@ -1345,12 +1443,12 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 			return 0;
 		pthread_mutex_lock(&itab.lock);
 		if ((slot = tfind(&key, &itab.tree, inode_cmp)) == NULL ||
-		    (in = *slot)->type != key.type ||
-		    !inode_handle_eq(in->fh, fh)) {
+		    !inode_handle_eq((in = *slot)->fh, fh)) {
 			itab_unlock();
 			return 0;
 		}
 	}
+found:
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
 	kname_file_set_locked(parent, name, in);
@@ -1388,27 +1486,23 @@ static int	inode_lookup_walk(struct inode *, const char *, int,
 		    struct fuse_entry_param *);
 
 /*
- * A lookup the kernel sends. It does not say whether it revalidates a name
- * it holds (known to the table: one fstatat answers) or asks for a new one
- * (the walk, which stats its own fd): a directory remembers which the last
- * lookup in it was, and a run of new names (a cold stat of a tree, the
- * unlinks after a plain listing) skips the fstatat that would only say
- * "not known". A wrong guess costs the walk's fd, closed again. Measured
- * on one node over a local filesystem only: elsewhere (network storage,
- * the lock service) every lookup asks first, as before.
+ * A lookup the kernel sends: a name it holds or a new one, it does not
+ * say. One stat answers for an inode the table knows and, on one node
+ * over a local filesystem, for a regular file (inode_by_name_ok); the
+ * rest takes the walk.
  */
 int
 inode_lookup(struct inode *parent, const char *name,
     struct fuse_entry_param *e)
 {
-	return inode_lookup_walk(parent, name, !inode_handles_lazy() ||
-	    !__atomic_load_n(&parent->lookups_new, __ATOMIC_RELAXED), e);
+	return inode_lookup_walk(parent, name, 1, e);
 }
 
 /*
  * A lookup of a name a listing of parent returned as (ino, dtype), for
  * readdirplus: a name whose number the table does not hold goes straight
- * to the walk, without first asking whether it is a known one.
+ * to the walk, without first asking whether it is a known one, unless a
+ * stat could enter it (a regular file, inode_by_name_ok).
  */
 int
 inode_lookup_listed(struct inode *parent, const char *name, ino_t ino,
@@ -1418,7 +1512,8 @@ inode_lookup_listed(struct inode *parent, const char *name, ino_t ino,
 
 	if (parent != &itab.root && dtype != DT_UNKNOWN &&
 	    strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
-		known = inode_maybe_known(parent, ino, dtype);
+		known = (dtype == DT_REG && inode_handles_lazy()) ||
+		    inode_maybe_known(parent, ino, dtype);
 	return inode_lookup_walk(parent, name, known, e);
 }
 
@@ -1428,7 +1523,7 @@ inode_lookup_walk(struct inode *parent, const char *name, int maybe_known,
 {
 	struct inode	*self;
 	struct stat	 st;
-	int		 pfd, fd, r, fresh;
+	int		 pfd, fd, r;
 
 	if (parent->type != S_IFDIR)
 		return -ENOTDIR;
@@ -1473,10 +1568,8 @@ inode_lookup_walk(struct inode *parent, const char *name, int maybe_known,
 	}
 	if (fd < 0)
 		return inode_storage_error(parent, "lookup below it", fd);
-	if ((r = inode_adopt_in(parent, name, fd, e, &fresh)) < 0)
+	if ((r = inode_adopt(parent, name, fd, e)) < 0)
 		return r;
-	if (fresh != !maybe_known)
-		__atomic_store_n(&parent->lookups_new, fresh, __ATOMIC_RELAXED);
 	if (parent != &itab.root)
 		return 0;
 	/* A workspace root knows its name: scratch ids are these names. */

@@ -93,11 +93,6 @@ struct inode {
 	 */
 	unsigned int		 xattr_seq;
 	unsigned int		 no_cap_at;
-	/*
-	 * Directories: the last lookup in it found a name new to the table
-	 * (a hint for the next one, inode.c; atomic, no lock).
-	 */
-	int			 lookups_new;
 	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
 	char			*name;
 };
