@@ -118,6 +118,8 @@ struct wsfile {
 	const char	*held;		/* scratchd_hold's id, or NULL */
 	int		 kill_priv;	/* writes clear setuid/setgid here */
 	int		 direct;	/* writes bypass the page cache */
+	uint64_t	 read;		/* bytes asked for through it (atomic) */
+	int		 wrote;		/* a write came through it (atomic) */
 	/*
 	 * Lock owners that took fcntl locks through this open file: OFD
 	 * locks go with its release, and the kernel tells us nothing else.

@@ -1,0 +1,76 @@
+"""A file read through the mount is cached once: at the release of a
+handle that read at least 1 MiB and wrote nothing, the backing store's
+copy of its pages is dropped (fs/ops.c, ops_drop_backing_pages); a handle
+that wrote keeps them, and so does a small read."""
+import json
+import os
+import subprocess
+import time
+
+import wsfstest
+
+MiB = 1 << 20
+
+
+def cached(path):
+    """Bytes of path in the page cache (util-linux fincore)."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw",
+                          "-o", "RES", path], check=True,
+                         capture_output=True, text=True).stdout
+    return int(out.split()[0])
+
+
+def releases(mount):
+    r = subprocess.run([wsfstest.WSCTL, "status", mount.mnt, "--json"],
+                       check=True, capture_output=True, text=True,
+                       timeout=20)
+    return json.loads(r.stdout)["operations"].get(
+        "release", {"count": 0})["count"]
+
+
+def closed(mount, before, n):
+    """Wait until the daemon has seen n more releases: close(2) returns
+    before the kernel's RELEASE reaches it."""
+    end = time.monotonic() + 30
+    while releases(mount) < before + n:
+        assert time.monotonic() < end, "RELEASE never reached the daemon"
+        time.sleep(0.05)
+
+
+def backing(mount, name, size):
+    p = mount.src("ws1", "t", name)
+    with open(p, "wb") as f:
+        f.write(os.urandom(size))
+        f.flush()
+        os.fsync(f.fileno())
+    with open(p, "rb") as f:
+        f.read()
+    assert cached(p) == size
+    return p
+
+
+def test_big_read_drops_backing_copy(mount, ws):
+    p = backing(mount, "big", 8 * MiB)
+    n = releases(mount)
+    with open(os.path.join(ws, "big"), "rb") as f:
+        assert len(f.read()) == 8 * MiB
+    closed(mount, n, 1)
+    assert cached(p) == 0
+    # the mount's copy serves the next read
+    with open(os.path.join(ws, "big"), "rb") as f:
+        assert len(f.read()) == 8 * MiB
+
+
+def test_writer_and_small_reader_keep_backing_copy(mount, ws):
+    p = backing(mount, "written", 4 * MiB)
+    s = backing(mount, "small", 256 * 1024)
+    n = releases(mount)
+    with open(os.path.join(ws, "written"), "r+b") as f:
+        assert len(f.read()) == 4 * MiB
+        f.seek(0)
+        f.write(b"x" * 4096)
+    with open(os.path.join(ws, "small"), "rb") as f:
+        f.read()
+    closed(mount, n, 2)
+    assert cached(p) == 4 * MiB
+    assert cached(s) == 256 * 1024
