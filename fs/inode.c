@@ -685,46 +685,44 @@ inode_storage_error(struct inode *in, const char *what, int err)
 
 /*
  * Pin and return the inode's O_PATH fd, reopening it from its handle if it
- * was evicted. Every successful call is paired with inode_fd_put().
+ * was evicted, or by its name if it was entered without one. Every
+ * successful call is paired with inode_fd_put().
  */
 int
 inode_fd_get(struct inode *in)
 {
-	int	fd;
+	struct file_handle	*fh;
+	int			 fd;
 
 	pthread_mutex_lock(&itab.lock);
-	if (in->fd < 0 && in->fh == NULL) {
-		/*
-		 * Entered by its name and never opened (inode_lookup_known):
-		 * open that name again. ESTALE if it leads elsewhere now, so
-		 * that the kernel looks the path up again; ENOENT if it is
-		 * gone.
-		 */
+	if (in->fd < 0) {
+		/* A handle is the inode's for life; the caller holds it. */
+		fh = in->fh;
 		itab_unlock();
-		if ((fd = inode_reopen_by_name(in)) < 0)
-			return fd;
-		pthread_mutex_lock(&itab.lock);
-		if (in->fd < 0) {
-			in->fd = fd;
-			itab.nfds++;
-		} else
-			inode_close_later(fd);
-	} else if (in->fd < 0) {
-		/* The handle is the inode's for life; the caller holds it. */
-		itab_unlock();
-		fd = open_by_handle_at(itab.mount_fd, in->fh,
-		    O_PATH | O_CLOEXEC | O_NOFOLLOW);
-		if (fd == -1)
-			fd = -errno;
-		if (fd == -ESTALE)
+		if (fh == NULL)
+			/*
+			 * Entered by its name, never opened (inode_by_name_ok):
+			 * ESTALE if the name leads elsewhere now, so that the
+			 * kernel looks the path up again; ENOENT if it is gone.
+			 */
 			fd = inode_reopen_by_name(in);
-		/*
-		 * Not found again: the object is gone, or on a FUSE storage
-		 * ESTALE makes the kernel walk the path again, which finds
-		 * what the name leads to now.
-		 */
+		else {
+			fd = open_by_handle_at(itab.mount_fd, fh,
+			    O_PATH | O_CLOEXEC | O_NOFOLLOW);
+			if (fd == -1)
+				fd = -errno;
+			if (fd == -ESTALE)
+				fd = inode_reopen_by_name(in);
+			/*
+			 * Not found again: the object is gone, or on a FUSE
+			 * storage ESTALE makes the kernel walk the path
+			 * again, which finds what the name leads to now.
+			 */
+			if (fd < 0)
+				fd = inode_storage_error(in, "reopen", fd);
+		}
 		if (fd < 0)
-			return inode_storage_error(in, "reopen", fd);
+			return fd;
 		pthread_mutex_lock(&itab.lock);
 		if (in->fd < 0) {
 			in->fd = fd;
