@@ -311,42 +311,77 @@ test_number_reused(void **state)
  * new to the table: right or wrong, a name leads to its one inode, and a
  * wrong guess leaves no fd behind.
  */
+/* A regular file entered by its name: no fd until first use. */
 static void
-test_lookup_guess(void **state)
+test_lookup_by_name(void **state)
 {
-	struct inode	*ws, *a, *a2, *b, *b2;
-	int		 fds0;
+	struct inode	*ws, *a, *a2, *b, *d, *e, *dir;
+	char		 p[256], q[256];
+	int		 fds0, fd;
 
-	/* One node over a local filesystem: the only place it guesses. */
+	/* One node over a local filesystem: the only place it is done. */
 	inode_lazy_handles(1);
 	ws = look(inode_root(), "ws", 0);
-	mk("ws/guess-a", S_IFREG | 0644);
-	mk("ws/guess-b", S_IFREG | 0644);
-	a = look(ws, "guess-a", 0);	/* new: the next guess is "new" */
-	inode_closes_wait();		/* earlier closes are not ours */
+	mk("ws/byname-a", S_IFREG | 0644);
+	inode_closes_wait();
 	fds0 = open_fds();
-	a2 = look(ws, "guess-a", 0);	/* known, guessed new */
+	a = look(ws, "byname-a", 0);
+	assert_int_equal(a->fd, -1);
+	assert_null(a->fh);
+	assert_true(a->birth != 0);
+	assert_int_equal(open_fds(), fds0);
+	a2 = look(ws, "byname-a", 0);
 	assert_ptr_equal(a, a2);
 	assert_int_equal(a->nlookup, 2);
-	inode_closes_wait();
-	assert_int_equal(open_fds(), fds0);
-	assert_int_equal(ws->lookups_new, 0);
-	b = look(ws, "guess-b", 0);	/* new, guessed known */
-	assert_int_equal(ws->lookups_new, 1);
-	b2 = look(ws, "guess-b", 0);
-	assert_ptr_equal(b, b2);
-	assert_null(look(ws, "guess-none", -ENOENT));
+	/* First use: opened by its name. */
+	assert_true((fd = inode_fd_get(a)) >= 0);
+	inode_fd_put(a);
+	assert_int_equal(a->fd, fd);
+
+	/* Renamed on the backing store: its name is gone. */
+	mk("ws/byname-b", S_IFREG | 0644);
+	b = look(ws, "byname-b", 0);
+	snprintf(p, sizeof p, "%s/ws/byname-b", base);
+	snprintf(q, sizeof q, "%s/ws/byname-b2", base);
+	assert_int_equal(rename(p, q), 0);
+	assert_int_equal(inode_fd_get(b), -ENOENT);
+	assert_int_equal(inode_open(b, O_RDONLY), -ENOENT);
+
+	/* Replaced by another file: ESTALE, and a lookup finds the new. */
+	mk("ws/byname-d", S_IFREG | 0644);
+	d = look(ws, "byname-d", 0);
+	mk("ws/byname-d.new", S_IFREG | 0644);
+	snprintf(p, sizeof p, "%s/ws/byname-d.new", base);
+	snprintf(q, sizeof q, "%s/ws/byname-d", base);
+	assert_int_equal(rename(p, q), 0);
+	assert_int_equal(inode_fd_get(d), -ESTALE);
+	a2 = look(ws, "byname-d", 0);
+	assert_ptr_not_equal(a2, d);
+	assert_true((fd = inode_fd_get(a2)) >= 0);
+	inode_fd_put(a2);
+	inode_forget(a2, 1);
+
+	/* Swapped for a symlink: never followed, never taken. */
+	mk("ws/byname-e", S_IFREG | 0644);
+	e = look(ws, "byname-e", 0);
+	snprintf(p, sizeof p, "%s/ws/byname-e", base);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(symlink("/etc/passwd", p), 0);
+	assert_int_equal(inode_fd_get(e), -ESTALE);
+
+	/* Directories still take the walk. */
+	dir = look(ws, "a", 0);
+	assert_true(dir->fd >= 0);
+	assert_null(look(ws, "byname-none", -ENOENT));
+	inode_forget(dir, 1);
+	inode_forget(e, 1);
+	inode_forget(d, 1);
+	inode_forget(b, 1);
 	inode_forget(a, 2);
-	inode_forget(b, 2);
 	inode_forget(ws, 1);
 	inode_lazy_handles(0);
 }
 
-/*
- * Lazy handles (one node, local filesystem): an inode takes its handle
- * only when its fd is evicted, and that handle still tells it from a new
- * inode that got its number back once it was gone.
- */
 static void
 test_lazy_handles(void **state)
 {
@@ -359,13 +394,17 @@ test_lazy_handles(void **state)
 	test_eviction_and_reopen(state);
 	ws = look(inode_root(), "ws", 0);
 	f = look(ws, "f", 0);
-	/* Looked up, never evicted: no handle taken. */
+	/* Opened by its name, never evicted: no handle taken. */
+	assert_true(inode_fd_get(f) >= 0);
+	inode_fd_put(f);
 	assert_true(f->fd >= 0);
 	assert_null(f->fh);
 	inode_forget(f, 1);
 
 	mk("ws/lazy-gone", S_IFREG | 0644);
 	old = look(ws, "lazy-gone", 0);
+	assert_true(inode_fd_get(old) >= 0);
+	inode_fd_put(old);
 	ino = old->ino;
 	snprintf(p, sizeof p, "%s/ws/lazy-gone", base);
 	assert_int_equal(unlink(p), 0);
@@ -374,6 +413,8 @@ test_lazy_handles(void **state)
 		snprintf(q, sizeof q, "ws/lazy-pad%d", i);
 		mk(q, S_IFREG | 0644);
 		pad[i] = look(ws, q + 3, 0);
+		assert_true(inode_fd_get(pad[i]) >= 0);
+		inode_fd_put(pad[i]);
 	}
 	assert_true(old->fd < 0);
 	assert_non_null(old->fh);
@@ -525,7 +566,7 @@ UNIT_MAIN(1, setup, teardown,
     cmocka_unit_test(test_symlink_per_directory_and_depth),
     cmocka_unit_test(test_number_reused),
     cmocka_unit_test(test_lazy_handles),
-    cmocka_unit_test(test_lookup_guess),
+    cmocka_unit_test(test_lookup_by_name),
     cmocka_unit_test(test_hardlinked_symlink_renamed),
     cmocka_unit_test(test_rename_moves_the_kernels_inode),
     cmocka_unit_test(test_node_id_and_generation_unique))
