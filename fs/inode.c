@@ -4,7 +4,9 @@
  * limit must not bound the number of inodes served, so fds of inodes that no
  * operation is using sit on an LRU list and are closed when there are too
  * many; the inode is reopened later from its file handle, which needs no
- * path and so cannot be redirected by a rename or a symlink.
+ * path and so cannot be redirected by a rename or a symlink. On one node
+ * over a local filesystem a regular file is entered by its name, without
+ * an fd until its first use (inode_by_name_ok).
  */
 #include "config.h"
 
