@@ -1446,6 +1446,11 @@ ops_xattr(struct inode *in, enum xattr_op op, const char *name, void *value,
 		r = setxattr(path, name, value, size, flags);
 		break;
 	default:
+		if (strcmp(name, "security.capability") == 0) {
+			r = priv_remove_capability(path);
+			inode_fd_put(in);
+			return r;
+		}
 		r = removexattr(path, name);
 		break;
 	}
@@ -1584,9 +1589,16 @@ ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct inode	*in = ops_inode(ino);
 	int		 r = 0;
 
+	/*
+	 * A file capability is removed for whoever the kernel sends: its own
+	 * kill-priv before a write or truncate by any writer (as a local
+	 * filesystem does, whoever owns the file), or a caller it found
+	 * holding CAP_SETFCAP (priv_remove_capability).
+	 */
 	if (in->type == S_IFLNK)
 		r = -EPERM;
-	else if (perm_may_change(req, in, NULL, 0) < 0)
+	else if (strcmp(name, "security.capability") != 0 &&
+	    perm_may_change(req, in, NULL, 0) < 0)
 		r = -EPERM;
 	if (r < 0)
 		fuse_reply_err(req, -r);

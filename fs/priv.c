@@ -12,15 +12,21 @@
  *                       the daemon's own writes, clears setuid/setgid
  *   CAP_SYS_ADMIN       permitted but not effective: raised only at exit to
  *                       unmount
+ *   CAP_SETFCAP         permitted but not effective: raised only in the
+ *                       thread that removes a file's security.capability
+ *                       (priv_remove_capability), never to set one
  *
  * Dropped, among all others: CAP_MKNOD (no device node can be made even
- * if a check were missed), CAP_SETFCAP (no file capabilities planted on the
- * backing store), CAP_SETUID/SETGID, CAP_SYS_PTRACE, CAP_NET_*.
+ * if a check were missed), CAP_SETUID/SETGID, CAP_SYS_PTRACE, CAP_NET_*.
+ * No file capability can be planted on the backing store: setting
+ * security.capability needs CAP_SETFCAP effective, which only the removal
+ * raises.
  * Capabilities are per thread, so this runs before any thread starts.
  */
 #include "config.h"
 
 #include <sys/prctl.h>
+#include <sys/xattr.h>
 
 #include <cap-ng.h>
 #include <errno.h>
@@ -47,7 +53,8 @@ priv_drop(void)
 		    CAPNG_BOUNDING_SET, (unsigned)priv_keep[i]) != 0)
 			fatalx("capng_update failed");
 	if (capng_update(CAPNG_ADD, CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
-	    CAP_SYS_ADMIN) != 0)
+	    CAP_SYS_ADMIN) != 0 || capng_update(CAPNG_ADD, CAPNG_PERMITTED |
+	    CAPNG_BOUNDING_SET, CAP_SETFCAP) != 0)
 		fatalx("capng_update failed");
 	if ((r = capng_apply(CAPNG_SELECT_BOTH)) != 0)
 		fatalx("could not drop capabilities (capng_apply %d)", r);
@@ -64,4 +71,33 @@ priv_unmount_begin(void)
 	if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_SYS_ADMIN) != 0 ||
 	    capng_apply(CAPNG_SELECT_CAPS) != 0)
 		log_warn("could not raise CAP_SYS_ADMIN to unmount");
+}
+
+/*
+ * Remove security.capability from the file at path (a /proc/self/fd
+ * path): 0 or -errno. The kernel sends this removal when a write or a
+ * truncate must clear a capability (from its own kill-priv, which checks
+ * nobody) or for a caller it found holding CAP_SETFCAP; on a local
+ * filesystem both succeed, and removing a capability never grants one.
+ * CAP_SETFCAP is effective in this thread only for the one call.
+ */
+int
+priv_remove_capability(const char *path)
+{
+	int	r, raised = 0;
+
+	if (geteuid() == 0) {
+		if (capng_get_caps_process() != 0 ||
+		    capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_SETFCAP) != 0 ||
+		    capng_apply(CAPNG_SELECT_CAPS) != 0)
+			log_warn("could not raise CAP_SETFCAP to remove a "
+			    "file capability");
+		else
+			raised = 1;
+	}
+	r = removexattr(path, "security.capability") == -1 ? -errno : 0;
+	if (raised && (capng_update(CAPNG_DROP, CAPNG_EFFECTIVE,
+	    CAP_SETFCAP) != 0 || capng_apply(CAPNG_SELECT_CAPS) != 0))
+		fatalx("could not lower CAP_SETFCAP again");
+	return r;
 }

@@ -457,6 +457,7 @@ void		 inode_closes_wait(void);
 /* priv.c */
 void		 priv_drop(void);
 void		 priv_unmount_begin(void);
+int		 priv_remove_capability(const char *path);
 
 /* scratchd.c */
 int		 scratchd_init(void);

@@ -377,6 +377,43 @@ def test_capability_set_behind_the_mount_goes_with_the_next_write(
         assert f.read() == b"firstsecond"
 
 
+@pytest.mark.parametrize("who", ["root", "user"])
+def test_write_removes_a_capability_the_kernel_knows_of(mount_factory, who):
+    """A file whose capability the kernel learns of (set on the backing
+    store before the first lookup) is written through the mount by root,
+    or by a user who may write it but does not own it: the write succeeds
+    and the capability is gone, as on a local filesystem. The kernel's own
+    removal before the write reached a daemon without CAP_SETFCAP, which
+    answered EPERM, and the write failed. Setting a capability through the
+    mount stays refused; an explicit removal by root works."""
+    m = mount_factory(workspaces=("ws1",))
+    mp, bp = m.path("ws1", "f"), m.src("ws1", "f")
+    with open(bp, "wb") as f:
+        f.write(b"first")
+    os.chmod(bp, 0o666)
+    os.setxattr(bp, "security.capability", CAP_NET_RAW_BLOB)
+    assert os.getxattr(mp, "security.capability") == CAP_NET_RAW_BLOB
+
+    def append():
+        with open(mp, "ab") as f:
+            f.write(b"second")
+
+    if who == "root":
+        append()
+    else:
+        call_as(U, G, append)
+    assert outcome_errno(os.getxattr, bp, "security.capability") == \
+        errno.ENODATA, "the capability survived the write"
+    with open(bp, "rb") as f:
+        assert f.read() == b"firstsecond"
+    assert outcome_errno(os.setxattr, mp, "security.capability",
+                         CAP_NET_RAW_BLOB) == errno.EPERM
+    os.setxattr(bp, "security.capability", CAP_NET_RAW_BLOB)
+    os.removexattr(mp, "security.capability")
+    assert outcome_errno(os.getxattr, bp, "security.capability") == \
+        errno.ENODATA
+
+
 # --- 8. new objects go to their creator, and only they ---------------------
 
 MAKE_CASES = {
