@@ -84,15 +84,16 @@ ops_same_workspace(struct inode *a, struct inode *b)
  * learn whether the write must remove it, is answered from memory while
  * the inode is known to have none: learned from the backing store's
  * ENODATA, or because wsfs made the file, and forgotten by any setxattr
- * or removexattr through this inode. Only without a lock service: with
- * one, other nodes change xattrs. What a writer that bypasses wsfs sets
- * is missed until the kernel forgets the inode; README (Performance) says
- * why that cannot keep a capability across a write through wsfs.
+ * or removexattr through this inode. Also with a lock service: no node
+ * can set a capability through wsfs (ops_setxattr, priv.c), other nodes
+ * can only remove one. What a writer that bypasses wsfs sets is missed
+ * until the kernel forgets the inode; README (Performance) says why that
+ * cannot keep a capability across a write through wsfs.
  */
 static int
 ops_xattr_is_cap(const char *name)
 {
-	return strcmp(name, "security.capability") == 0 && !cluster_enabled();
+	return strcmp(name, "security.capability") == 0;
 }
 
 static int
@@ -997,7 +998,7 @@ ops_create_run(struct ops_change *c)
 	if (r == 0 && created)
 		glock_made(ops_inode(e.ino), p);
 	/* Just made by us: no capability, unless another inode had it. */
-	if (r == 0 && created && !cluster_enabled())
+	if (r == 0 && created)
 		ops_no_cap_set(ops_inode(e.ino),
 		    __atomic_load_n(&ops_inode(e.ino)->xattr_seq,
 		    __ATOMIC_ACQUIRE));
@@ -1571,7 +1572,8 @@ ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct inode	*in = ops_inode(ino);
 	int		 r = 0;
 
-	if (in->type == S_IFLNK)
+	/* No file capability is ever planted through wsfs (priv.c). */
+	if (in->type == S_IFLNK || ops_xattr_is_cap(name))
 		r = -EPERM;
 	else if (ops_xattr_acl(name))
 		r = -EOPNOTSUPP;
