@@ -1169,16 +1169,18 @@ ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
  * write the kernel sees a new mtime at its next getattr and drops the
  * mount's pages (auto_inval_data), and the backing copy is then what a
  * reader finds without the disk. Small reads keep theirs too (a build's
- * many small files: a syscall each, for little memory). On one node over
- * a local filesystem only: with a lock service the mount's pages go at
- * every revoke, and the backing copy is what the next reader finds.
+ * many small files: a syscall each, for little memory). Over a local
+ * filesystem only (on network storage the backing cache is its client's
+ * own business); with a lock service too: while the node holds the
+ * file's lock its pages stay, and after a revoke another node may have
+ * written, so the next read goes to the store either way.
  */
 #define OPS_DROP_READ	(1u << 20)
 
 static void
 ops_drop_backing_pages(struct wsfile *f)
 {
-	if (!wsfs.source_local || cluster_enabled() || f->direct ||
+	if (!wsfs.source_local || f->direct ||
 	    __atomic_load_n(&f->wrote, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&f->read, __ATOMIC_RELAXED) < OPS_DROP_READ)
 		return;
