@@ -440,8 +440,13 @@ kname_file_set_locked(struct inode *dir, const char *name, struct inode *in)
 {
 	struct kname	*k, **slot;
 
-	if (in->type != S_IFREG || in->ws_root == NULL ||
-	    (!itab.handles_die && !itab.lazy_handles))
+	/*
+	 * Outside handles that die, only a file entered by its name and never
+	 * opened needs them: once it has an fd, its eviction takes a handle.
+	 * So a create or a lookup of a known file allocates nothing here.
+	 */
+	if (in->type != S_IFREG || in->ws_root == NULL || (!itab.handles_die &&
+	    (!itab.lazy_handles || in->fd >= 0 || in->fh != NULL)))
 		return;
 	if ((k = kname_find_locked(dir, name)) != NULL) {
 		if (k->in == in) {
@@ -1320,13 +1325,13 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 		fh = NULL;
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
-	kname_file_set_locked(parent, name, in);
 	if (in->fd < 0) {
 		in->fd = fd;
 		itab.nfds++;
 		inode_lru_add_locked(in);
 		fd = -1;
 	}
+	kname_file_set_locked(parent, name, in);
 	inode_evict_locked();
 	itab_unlock();
 	free(fh);
