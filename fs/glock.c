@@ -958,6 +958,17 @@ glock_fh_eq(const struct file_handle *a, const struct file_handle *b)
 }
 
 /*
+ * in's file handle, or NULL: a file entered by its name takes it with its
+ * first fd (inode.c, inode_fd_get), perhaps after its lock was made, and
+ * only a lock that was written needs it (glock_set_unlock).
+ */
+static const struct file_handle *
+glock_in_fh(const struct inode *in)
+{
+	return __atomic_load_n(&in->fh, __ATOMIC_ACQUIRE);
+}
+
+/*
  * Find or make the lock of a backing inode and remember how to reach it;
  * dir: the directory it was reached through (0: the inode's own). A
  * lock held for another object of the same number (its handle differs)
@@ -966,6 +977,7 @@ glock_fh_eq(const struct file_handle *a, const struct file_handle *b)
 static struct glock *
 glock_prepare_locked(ino_t ino, struct inode *in, const struct glock_where *w)
 {
+	const struct file_handle *fh;
 	struct glock	*g;
 	uint64_t	 birth = w->birth;
 
@@ -982,7 +994,8 @@ glock_prepare_locked(ino_t ino, struct inode *in, const struct glock_where *w)
 	 * storage has none, by its handle.
 	 */
 	if ((birth != 0 && birth != g->birth) || (in != NULL &&
-	    in->fh != NULL && g->fh != NULL && !glock_fh_eq(in->fh, g->fh))) {
+	    (fh = glock_in_fh(in)) != NULL && g->fh != NULL &&
+	    !glock_fh_eq(fh, g->fh))) {
 		if (g->cover != NULL && !g->held && !g->want && !g->users)
 			glock_forget_cover_locked(g);
 		if (g->held || g->want || g->releasing || g->users ||
@@ -1013,7 +1026,7 @@ glock_prepare_locked(ino_t ino, struct inode *in, const struct glock_where *w)
 		g->nodeid = (fuse_ino_t)(uintptr_t)in;
 	g->type = in->type;
 	if (g->fh == NULL)
-		g->fh = glock_fh_dup(in->fh);
+		g->fh = glock_fh_dup(glock_in_fh(in));
 	return g;
 }
 
@@ -1365,8 +1378,13 @@ glock_set_unlock(struct glock_set *s, int wrote)
 		return;
 	pthread_mutex_lock(&gl.lock);
 	if (wrote)
-		for (i = 0; i < s->nheld; i++)
+		for (i = 0; i < s->nheld; i++) {
 			s->g[i]->dirty = 1;
+			/* What it wrote is synced through the handle. */
+			if (s->g[i]->fh == NULL && s->in[i] != NULL &&
+			    !s->g[i]->foreign)
+				s->g[i]->fh = glock_fh_dup(glock_in_fh(s->in[i]));
+		}
 	glock_set_drop_locked(s, 1);
 	pthread_mutex_unlock(&gl.lock);
 }

@@ -4,9 +4,9 @@
  * limit must not bound the number of inodes served, so fds of inodes that no
  * operation is using sit on an LRU list and are closed when there are too
  * many; the inode is reopened later from its file handle, which needs no
- * path and so cannot be redirected by a rename or a symlink. On one node
- * over a local filesystem a regular file is entered by its name, without
- * an fd until its first use (inode_by_name_ok).
+ * path and so cannot be redirected by a rename or a symlink. Over a local
+ * filesystem a regular file is entered by its name, without an fd until
+ * its first use (inode_by_name_ok).
  */
 #include "config.h"
 
@@ -39,6 +39,7 @@ static struct {
 	int			 mount_fd;	/* for open_by_handle_at */
 	int			 handles_warned;
 	int			 lazy_handles;	/* set before any lookup */
+	int			 by_name;	/* set before any lookup */
 	int			 handles_die;	/* const: see inode_table_init */
 	int			*closing;	/* fds to close after unlock */
 	size_t			 nclosing, closing_cap;
@@ -446,7 +447,7 @@ kname_file_set_locked(struct inode *dir, const char *name, struct inode *in)
 	 * So a create or a lookup of a known file allocates nothing here.
 	 */
 	if (in->type != S_IFREG || in->ws_root == NULL || (!itab.handles_die &&
-	    (!itab.lazy_handles || in->fd >= 0 || in->fh != NULL)))
+	    (!itab.by_name || in->fd >= 0 || in->fh != NULL)))
 		return;
 	if ((k = kname_find_locked(dir, name)) != NULL) {
 		if (k->in == in) {
@@ -515,19 +516,23 @@ inode_stats(unsigned long *inodes, unsigned long *fds)
 }
 
 /*
- * Whether an inode's file handle is taken only when its fd is evicted. On
- * a local filesystem an inode number is not reused while an fd holds the
- * inode, so while the fd is open the handle tells nothing the number does
- * not, and most inodes are forgotten before they are ever evicted: the
- * name_to_handle_at of every lookup and create is saved. Network
- * filesystems reuse numbers under us, and the cluster locks copy handles
- * at any time (glock.c): there every inode gets its handle at once. Set
- * once by main, before the first lookup.
+ * lazy: whether an inode's file handle is taken only when its fd is
+ * evicted. On a local filesystem an inode number is not reused while an fd
+ * holds the inode, so while the fd is open the handle tells nothing the
+ * number does not, and most inodes are forgotten before they are ever
+ * evicted: the name_to_handle_at of every lookup and create is saved.
+ * Network filesystems reuse numbers under us, and the cluster locks copy
+ * handles at any time (glock.c): there every inode with an fd has its
+ * handle. by_name: whether a lookup may enter a regular file by its name
+ * (inode_by_name_ok), on a local filesystem, with or without cluster
+ * locks; where handles are not lazy, such a file takes its handle with
+ * its first fd (inode_fd_get). Set once by main, before the first lookup.
  */
 void
-inode_lazy_handles(int on)
+inode_handles(int lazy, int by_name)
 {
-	itab.lazy_handles = on;
+	itab.lazy_handles = lazy;
+	itab.by_name = by_name;
 }
 
 static int
@@ -660,6 +665,8 @@ inode_forget(struct inode *in, uint64_t n)
 }
 
 static int	inode_reopen_by_name(struct inode *);
+static struct file_handle *inode_fd_set_locked(struct inode *, int,
+		    struct file_handle *);
 static int	inode_statx_mnt(int, const char *, int, struct stat *,
 		    uint64_t *, int *);
 
@@ -698,7 +705,7 @@ inode_storage_error(struct inode *in, const char *what, int err)
 int
 inode_fd_get(struct inode *in)
 {
-	struct file_handle	*fh;
+	struct file_handle	*fh, *nfh = NULL;
 	int			 fd;
 
 	pthread_mutex_lock(&itab.lock);
@@ -706,14 +713,17 @@ inode_fd_get(struct inode *in)
 		/* A handle is the inode's for life; the caller holds it. */
 		fh = in->fh;
 		itab_unlock();
-		if (fh == NULL)
+		if (fh == NULL) {
 			/*
 			 * Entered by its name, never opened (inode_by_name_ok):
 			 * ESTALE if the name leads elsewhere now, so that the
 			 * kernel looks the path up again; ENOENT if it is gone.
+			 * Where handles are not lazy it takes one now.
 			 */
 			fd = inode_reopen_by_name(in);
-		else {
+			if (fd >= 0 && !inode_handles_lazy())
+				nfh = inode_handle(fd);
+		} else {
 			fd = open_by_handle_at(itab.mount_fd, fh,
 			    O_PATH | O_CLOEXEC | O_NOFOLLOW);
 			if (fd == -1)
@@ -731,10 +741,9 @@ inode_fd_get(struct inode *in)
 		if (fd < 0)
 			return fd;
 		pthread_mutex_lock(&itab.lock);
-		if (in->fd < 0) {
-			in->fd = fd;
-			itab.nfds++;
-		} else			/* another thread reopened it meanwhile */
+		if (in->fd < 0)
+			nfh = inode_fd_set_locked(in, fd, nfh);
+		else			/* another thread reopened it meanwhile */
 			inode_close_later(fd);
 	}
 	in->fd_users++;
@@ -742,6 +751,7 @@ inode_fd_get(struct inode *in)
 	fd = in->fd;
 	inode_evict_locked();
 	itab_unlock();
+	free(nfh);
 	return fd;
 }
 
@@ -1250,10 +1260,28 @@ inode_new_locked(const struct inode *key, struct inode *parent,
 	}
 	if (in->parent != NULL)
 		in->parent->refs++;
-	/* Without a handle only its fd reaches it. */
-	if (fh == NULL && !inode_handles_lazy())
-		in->pinned = 1;
 	return in;
+}
+
+/*
+ * Give in (without an fd) the fd just opened for it and, where handles are
+ * not lazy and in has none (a file entered by its name), the handle fh
+ * taken from that fd: an inode with an fd has its handle there. Without
+ * one, only its fd reaches it, and it keeps it. Returns fh if unused.
+ */
+static struct file_handle *
+inode_fd_set_locked(struct inode *in, int fd, struct file_handle *fh)
+{
+	if (in->fh == NULL && fh != NULL) {
+		/* inode_fd_get and glock.c read it without the lock. */
+		__atomic_store_n(&in->fh, fh, __ATOMIC_RELEASE);
+		fh = NULL;
+	}
+	if (in->fh == NULL && !inode_handles_lazy())
+		in->pinned = 1;
+	in->fd = fd;
+	itab.nfds++;
+	return fh;
 }
 
 /*
@@ -1293,9 +1321,10 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 	/*
 	 * Lazy handles: an inode of the table whose fd is open is the one fd
 	 * leads to (its number is not reused while it lives); one whose fd
-	 * was evicted has its handle, and fd's tells them apart.
+	 * was evicted has its handle, and fd's tells them apart; one entered
+	 * by its name has none, and its birth time tells.
 	 */
-	if (lazy && slot != NULL && (*slot)->fd < 0) {
+	if (lazy && slot != NULL && (*slot)->fd < 0 && (*slot)->fh != NULL) {
 		itab_unlock();
 		fh = inode_handle(fd);
 		pthread_mutex_lock(&itab.lock);
@@ -1326,8 +1355,7 @@ inode_adopt(struct inode *parent, const char *name, int fd,
 	in->nlookup++;
 	kname_set_locked(parent, name, in);
 	if (in->fd < 0) {
-		in->fd = fd;
-		itab.nfds++;
+		fh = inode_fd_set_locked(in, fd, fh);
 		inode_lru_add_locked(in);
 		fd = -1;
 	}
@@ -1370,7 +1398,7 @@ static int
 inode_by_name_ok(struct inode *parent, const struct stat *st, uint64_t birth,
     int mnt_root)
 {
-	return inode_handles_lazy() && S_ISREG(st->st_mode) && birth != 0 &&
+	return itab.by_name && S_ISREG(st->st_mode) && birth != 0 &&
 	    mnt_root == 0 && st->st_dev == parent->dev && parent != &itab.root;
 }
 
@@ -1398,9 +1426,9 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 	struct inode	 key, *in, **slot;
 	struct stat	 st;
 	uint64_t	 birth = 0;
-	int		 lazy = inode_handles_lazy(), mnt_root = -1, mnt, r;
+	int		 by_name = itab.by_name, mnt_root = -1, mnt, r;
 
-	if (lazy)
+	if (by_name)
 		r = inode_statx_mnt(pfd, name, AT_SYMLINK_NOFOLLOW, &st, &birth,
 		    &mnt_root);
 	else
@@ -1421,7 +1449,7 @@ inode_lookup_known(struct inode *parent, int pfd, const char *name,
 		goto found;
 	}
 	in = *slot;
-	if (lazy && in->fd < 0 && in->fh == NULL) {
+	if (by_name && in->fd < 0 && in->fh == NULL) {
 		/* Entered by its name: the birth time is all that tells. */
 		if (birth == in->birth)
 			goto found;
@@ -1517,7 +1545,7 @@ inode_lookup_listed(struct inode *parent, const char *name, ino_t ino,
 
 	if (parent != &itab.root && dtype != DT_UNKNOWN &&
 	    strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
-		known = (dtype == DT_REG && inode_handles_lazy()) ||
+		known = (dtype == DT_REG && itab.by_name) ||
 		    inode_maybe_known(parent, ino, dtype);
 	return inode_lookup_walk(parent, name, known, e);
 }

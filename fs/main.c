@@ -368,8 +368,12 @@ main(int argc, char **argv)
 	if (wsfs.conf.entry_timeout < 0)
 		wsfs.conf.entry_timeout = cluster_enabled() ? 0 : 1;
 	ops = wsfs_ops;
-	/* Handles only at eviction on one node over a local filesystem. */
-	inode_lazy_handles(wsfs.source_local && !cluster_enabled());
+	/*
+	 * Over a local filesystem files are entered by name; handles are
+	 * taken only at eviction there unless cluster locks need them.
+	 */
+	inode_handles(wsfs.source_local && !cluster_enabled(),
+	    wsfs.source_local);
 	if (!cluster_enabled()) {
 		/* One node: the kernel's own flock and fcntl locks serve. */
 		ops.getlk = NULL;

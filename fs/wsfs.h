@@ -386,7 +386,7 @@ void		 handle_files_foreach(void (*fn)(struct inode *, int,
 void		 handle_lock_owner(struct fuse_file_info *fi, uint64_t owner);
 /* inode.c */
 void		 inode_table_init(int source_fd, int max_fds);
-void		 inode_lazy_handles(int on);
+void		 inode_handles(int lazy, int by_name);
 /*
  * Call fn(in) as each inode is freed, with the table locked: its node id
  * must not be used again (glock.c registers it). Before the loop starts.

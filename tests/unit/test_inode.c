@@ -320,7 +320,7 @@ test_lookup_by_name(void **state)
 	int		 fds0, fd;
 
 	/* One node over a local filesystem: the only place it is done. */
-	inode_lazy_handles(1);
+	inode_handles(1, 1);
 	ws = look(inode_root(), "ws", 0);
 	mk("ws/byname-a", S_IFREG | 0644);
 	inode_closes_wait();
@@ -379,7 +379,49 @@ test_lookup_by_name(void **state)
 	inode_forget(b, 1);
 	inode_forget(a, 2);
 	inode_forget(ws, 1);
-	inode_lazy_handles(0);
+	inode_handles(0, 0);
+}
+
+/*
+ * Under cluster locks (handles not lazy) a file is still entered by its
+ * name; its first fd brings its handle, and then it is evicted and
+ * reopened like any inode, never pinned.
+ */
+static void
+test_by_name_takes_its_handle(void **state)
+{
+	struct inode	*ws, *f, *pad[6];
+	char		 q[64];
+	int		 i;
+
+	inode_handles(0, 1);
+	ws = look(inode_root(), "ws", 0);
+	mk("ws/eager-f", S_IFREG | 0644);
+	f = look(ws, "eager-f", 0);
+	assert_int_equal(f->fd, -1);
+	assert_null(f->fh);
+	assert_true(inode_fd_get(f) >= 0);
+	inode_fd_put(f);
+	assert_non_null(f->fh);
+	assert_int_equal(f->pinned, 0);
+	/* Others entered the same way push its fd out. */
+	for (i = 0; i < 6; i++) {
+		snprintf(q, sizeof q, "ws/eager-pad%d", i);
+		mk(q, S_IFREG | 0644);
+		pad[i] = look(ws, q + 3, 0);
+		assert_true(inode_fd_get(pad[i]) >= 0);
+		inode_fd_put(pad[i]);
+		assert_non_null(pad[i]->fh);
+	}
+	/* max_fds is 4: its fd went, its handle brings it back. */
+	assert_true(f->fd < 0);
+	assert_true(inode_fd_get(f) >= 0);
+	inode_fd_put(f);
+	for (i = 0; i < 6; i++)
+		inode_forget(pad[i], 1);
+	inode_forget(f, 1);
+	inode_forget(ws, 1);
+	inode_handles(0, 0);
 }
 
 static void
@@ -390,7 +432,7 @@ test_lazy_handles(void **state)
 	ino_t		 ino;
 	int		 i, fd, reused;
 
-	inode_lazy_handles(1);
+	inode_handles(1, 1);
 	test_eviction_and_reopen(state);
 	ws = look(inode_root(), "ws", 0);
 	f = look(ws, "f", 0);
@@ -433,7 +475,7 @@ test_lazy_handles(void **state)
 		inode_forget(pad[i], 1);
 	inode_forget(old, 1);
 	inode_forget(ws, 1);
-	inode_lazy_handles(0);
+	inode_handles(0, 0);
 }
 
 /*
@@ -567,6 +609,7 @@ UNIT_MAIN(1, setup, teardown,
     cmocka_unit_test(test_number_reused),
     cmocka_unit_test(test_lazy_handles),
     cmocka_unit_test(test_lookup_by_name),
+    cmocka_unit_test(test_by_name_takes_its_handle),
     cmocka_unit_test(test_hardlinked_symlink_renamed),
     cmocka_unit_test(test_rename_moves_the_kernels_inode),
     cmocka_unit_test(test_node_id_and_generation_unique))
