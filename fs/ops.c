@@ -29,6 +29,7 @@ struct wsdir {
 	off_t		 offset;
 	struct dirent	*entry;
 	const char	*held;		/* scratch workspace held open */
+	int		 many;		/* -1 not known yet; ops_dir_many */
 };
 
 /* What an open file or directory holds, off the handle list already. */
@@ -1245,7 +1246,7 @@ ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if ((d = calloc(1, sizeof *d)) == NULL ||
-	    (d->dp = fdopendir(fd)) == NULL) {
+	    (d->many = -1, d->dp = fdopendir(fd)) == NULL) {
 		r = errno;
 		free(d);
 		close(fd);
@@ -1277,6 +1278,30 @@ ops_dirent_visible(struct inode *dir, struct wsdir *d, struct dirent *de)
 		return 0;
 	return fstatat(dirfd(d->dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISDIR(st.st_mode);
+}
+
+/*
+ * Whether a listing is too big for readdirplus to pay: the backing
+ * directory's size in bytes (ext4 takes some 25-35 per entry, so 128 KiB
+ * is 4,000 entries or more). The kernel asks readdirplus for the first
+ * chunk of a listing only (some 200 entries; later ones only after a
+ * lookup in the directory), so there its attributes spare an `ls -l` a
+ * twentieth of its lookups at most, while a listing that wants only the
+ * names (find, a scandir) pays a stat of 200 inodes first: 10 ms after a
+ * drop of the caches on this disk. Such a listing's entries go without
+ * attributes (node id 0), as those of every later chunk do.
+ */
+#define OPS_DIR_MANY_BYTES	(128 * 1024)
+
+static int
+ops_dir_many(struct wsdir *d)
+{
+	struct stat	st;
+
+	if (d->many < 0)
+		d->many = fstat(dirfd(d->dp), &st) == 0 &&
+		    st.st_size >= OPS_DIR_MANY_BYTES;
+	return d->many;
 }
 
 static void
@@ -1326,7 +1351,7 @@ ops_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 			if (entsize > rem)
 				break;
 		} else {
-			if (!dot) {
+			if (!dot && !ops_dir_many(d)) {
 				r = inode_lookup_listed(dir, de->d_name,
 				    de->d_ino, de->d_type, &e);
 				if (r == -ENOENT) {
