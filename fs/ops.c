@@ -144,22 +144,6 @@ ops_name_is(int dirfd, const char *name, ino_t ino, uint64_t birth)
 	return ops_name_ino(dirfd, name, &b) == ino && b == birth;
 }
 
-/* The link count of what a name leads to, for removing it (0 or -errno). */
-static int
-ops_victim_nlink(int dirfd, const char *name, nlink_t *nlink)
-{
-	struct stat	st;
-
-	if (!cluster_enabled()) {
-		*nlink = 2;
-		return 0;
-	}
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-		return -errno;
-	*nlink = st.st_nlink;
-	return 0;
-}
-
 /* Pin the fds of two inodes (0), or of none (-errno). */
 static int
 ops_fd_get2(struct inode *a, struct inode *b, int *fa, int *fb)
@@ -689,6 +673,32 @@ ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	ops_make(req, parent, name, S_IFLNK | 0777, link);
 }
 
+/*
+ * What the change's name leads to, for removing it, in one stat: -EAGAIN
+ * if the change may start over and the name no longer leads to the
+ * object it locked (ops_name_is), else its link count (0 or -errno).
+ */
+static int
+ops_victim_nlink(struct ops_change *c, int dirfd, nlink_t *nlink)
+{
+	struct stat	st;
+	uint64_t	birth;
+	int		r;
+
+	if (!cluster_enabled()) {
+		*nlink = 2;
+		return 0;
+	}
+	r = inode_statx(dirfd, c->name, AT_SYMLINK_NOFOLLOW, &st, &birth);
+	if (ops_change_may_retry(c) && (r == 0 ? st.st_ino != c->victim ||
+	    birth != c->vbirth : c->victim != 0))
+		return -EAGAIN;
+	if (r < 0)
+		return r;
+	*nlink = st.st_nlink;
+	return 0;
+}
+
 /* The directory and the object whose link count changes. */
 static int
 ops_remove_prepare(struct ops_change *c)
@@ -714,12 +724,10 @@ ops_remove_run(struct ops_change *c)
 		fuse_reply_err(c->req, -pfd);
 		return 0;
 	}
-	if (ops_change_may_retry(c) && !ops_name_is(pfd, c->name, c->victim,
-	    c->vbirth)) {
+	if ((r = ops_victim_nlink(c, pfd, &nlink)) == -EAGAIN) {
 		inode_fd_put(c->in);
 		return -EAGAIN;
 	}
-	r = ops_victim_nlink(pfd, c->name, &nlink);
 	if (r == 0)
 		r = unlinkat(pfd, c->name, c->flags) == -1 ? -errno : 0;
 	if (r == 0) {
