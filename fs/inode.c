@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wsfs.h"
@@ -59,8 +60,13 @@ static struct {
  * started no new one. Fds closed under the lock wait in itab.closing until
  * itab_unlock(), which hands them to one closer thread; past CLOSER_MAX
  * queued fds the caller closes its own (slow, but the fds stay bounded).
+ * Woken for a first fd, the closer lets more gather for CLOSER_LINGER_MS
+ * (or until CLOSER_BATCH are queued): an rm -rf frees an inode per
+ * removed name, and a wake-up each cost the daemon more than the closes.
  */
 #define CLOSER_MAX	1024
+#define CLOSER_BATCH	256
+#define CLOSER_LINGER_MS 10
 
 static struct {
 	pthread_mutex_t	 lock;
@@ -79,14 +85,27 @@ static struct {
 static void *
 closer_main(void *arg)
 {
-	int	*fds;
-	size_t	 n;
+	struct timespec	 until;
+	int		*fds;
+	size_t		 n;
 
 	(void)arg;
 	pthread_mutex_lock(&closer.lock);
 	for (;;) {
 		while (closer.n == 0)
 			pthread_cond_wait(&closer.cond, &closer.lock);
+		if (closer.n < CLOSER_BATCH) {
+			clock_gettime(CLOCK_MONOTONIC, &until);
+			until.tv_nsec += CLOSER_LINGER_MS * 1000000L;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			while (closer.n < CLOSER_BATCH &&
+			    pthread_cond_clockwait(&closer.cond, &closer.lock,
+			    CLOCK_MONOTONIC, &until) != ETIMEDOUT)
+				;
+		}
 		fds = closer.fds;
 		closer.busy = n = closer.n;
 		closer.fds = NULL;
@@ -141,8 +160,9 @@ closer_push(const int *fds, size_t n)
 			}
 		}
 		if (closer.n + n <= closer.cap) {
-			/* The closer waits only for an empty queue. */
-			wake = closer.n == 0;
+			/* It waits for a first fd, then for a batch. */
+			wake = closer.n == 0 || (closer.n < CLOSER_BATCH &&
+			    closer.n + n >= CLOSER_BATCH);
 			memcpy(closer.fds + closer.n, fds, n * sizeof *fds);
 			closer.n += n;
 			queued = 1;
