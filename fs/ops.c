@@ -1254,13 +1254,14 @@ ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if ((d = calloc(1, sizeof *d)) == NULL ||
-	    (d->many = -1, d->dp = fdopendir(fd)) == NULL) {
+	    (d->dp = fdopendir(fd)) == NULL) {
 		r = errno;
 		free(d);
 		close(fd);
 		fuse_reply_err(req, r);
 		return;
 	}
+	d->many = -1;
 	fi->fh = (uintptr_t)d;
 	inode_opened(in, 1);
 	d->held = scratchd_hold(in);
