@@ -1044,6 +1044,37 @@ def drop_caches():
         f.write("3")
 
 
+# Kernel frames of a thread that waits for the disk: the journal, the
+# block layer, a page or buffer under I/O.
+DISK_FRAMES = ("jbd2_", "io_schedule", "folio_wait", "wait_on_buffer",
+               "bit_wait_io", "blk_mq_get_tag", "rq_qos_wait", "wbt_wait")
+
+
+def disk_waits(daemon):
+    """Which threads of the daemon wait for the disk now (their innermost
+    disk frame), and how many wait for a request on /dev/fuse."""
+    waits, idle = [], 0
+    try:
+        tasks = os.listdir(f"/proc/{daemon}/task")
+    except OSError:
+        return waits, idle
+    for t in tasks:
+        try:
+            with open(f"/proc/{daemon}/task/{t}/wchan") as f:
+                if f.read().strip() == "fuse_dev_do_read":
+                    idle += 1
+                    continue
+            with open(f"/proc/{daemon}/task/{t}/stack") as f:
+                frames = [l.split()[-1].split("+")[0] for l in f]
+        except OSError:
+            continue
+        for fn in frames:
+            if fn.startswith(DISK_FRAMES):
+                waits.append(fn)
+                break
+    return waits, idle
+
+
 def wait_point(tid, daemon=None):
     """Where thread tid of this process waits in the kernel (innermost
     frames first) and, with the daemon's pid, how many of its threads wait

@@ -159,8 +159,12 @@ def timed(fn, limit, what, st, found, daemon=None, excuse=None):
     around the whole test aborts the mount if it never does). A slow
     answer's failure says where the caller waited (and, with the daemon's
     pid, how many daemon threads were free). excuse(), if given, may name
-    a cause outside wsfs for a slow answer: that is noted, not failed."""
+    a cause outside wsfs for a slow answer: that is noted, not failed.
+    So is, with the daemon's pid, a disk that stalled: at the limit some
+    daemon thread waited for the disk while others still waited for
+    requests (wsfs kept serving; a native call would have waited too)."""
     box = {}
+    stall = ([], 0)
 
     def run():
         box["tid"] = threading.get_native_id()
@@ -173,12 +177,17 @@ def timed(fn, limit, what, st, found, daemon=None, excuse=None):
     th.start()
     th.join(limit)
     where = A.wait_point(box.get("tid"), daemon) if th.is_alive() else ""
+    if th.is_alive() and daemon:
+        stall = A.disk_waits(daemon)
     th.join()
     dt = time.monotonic() - t0
     if "err" in box:
         st.errnos[f"{what} {A.errname(box['err'].errno)}"] += 1
     if dt > limit:
         why = excuse() if excuse else None
+        if not why and stall[0] and stall[1] > 0:
+            why = ("the disk stalled: daemon threads waited in " +
+                   ", ".join(sorted(set(stall[0]))))
         if why:
             st.notes.append(f"{what} took {dt:.1f}s: {why} ({where})")
         else:
