@@ -131,13 +131,15 @@ control_status(FILE *f, int json)
 		    "\"cached\": %lu, \"idle\": %lu, \"waits\": %llu, "
 		    "\"timeouts\": %llu, \"revokes\": %llu, "
 		    "\"releases\": %llu, \"invalidations\": %llu, "
-		    "\"covered\": %lu, \"covered_total\": %llu},\n",
+		    "\"covered\": %lu, \"covered_total\": %llu, "
+		    "\"syncs\": %llu},\n",
 		    cluster_state_name(),
 		    cluster_lease_left_ms(), gcount, gidle,
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
 		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS),
-		    gcov, stats_counter(SC_LOCKS_COVERED));
+		    gcov, stats_counter(SC_LOCKS_COVERED),
+		    stats_counter(SC_RELEASE_SYNCS));
 		if (cluster_conn_stats(&cs) == 0) {
 			fprintf(f, "  \"lock_link\": {\"connects\": %llu, "
 			    "\"attempts\": %llu, \"attempts_since_down\": %llu, "
@@ -175,13 +177,15 @@ control_status(FILE *f, int json)
 		fprintf(f, "locks:       %s as node %s: %s, lease left %lld ms; "
 		    "%lu cached (%lu idle); %llu waits, %llu timeouts, "
 		    "%llu revokes, %llu given back, %llu cache drops; "
-		    "%lu new objects under a directory's lock (%llu made)\n",
+		    "%lu new objects under a directory's lock (%llu made); "
+		    "%llu written objects synced before release\n",
 		    wsfs.conf.lockd, wsfs.conf.node, cluster_state_name(),
 		    cluster_lease_left_ms(), gcount, gidle,
 		    stats_counter(SC_LOCK_WAITS),
 		    stats_counter(SC_LOCK_TIMEOUTS), stats_counter(SC_REVOKES),
 		    stats_counter(SC_RELEASES), stats_counter(SC_CACHE_INVALS),
-		    gcov, stats_counter(SC_LOCKS_COVERED));
+		    gcov, stats_counter(SC_LOCKS_COVERED),
+		    stats_counter(SC_RELEASE_SYNCS));
 	if (wsfs.conf.lockd != NULL && cluster_conn_stats(&cs) == 0)
 		fprintf(f, "lock link:   %s for %llu ms; %llu sessions, %llu "
 		    "connects tried (%llu since down); last error: %s\n",
@@ -283,6 +287,9 @@ control_metrics(FILE *f, void *arg)
 	control_metric(f, "wsfs_locks_covered_total", "counter", "New objects "
 	    "covered by their directory's lock.",
 	    (double)stats_counter(SC_LOCKS_COVERED));
+	control_metric(f, "wsfs_lock_release_syncs_total", "counter",
+	    "Written objects made durable (fsync) before their lock was "
+	    "given back.", (double)stats_counter(SC_RELEASE_SYNCS));
 	control_metric(f, "wsfs_confinement_refusals_total", "counter",
 	    "Operations refused by the confinement rules.",
 	    (double)stats_counter(SC_CONFINE_REFUSED));

@@ -500,8 +500,12 @@ glock_open_for_sync(const struct file_handle *fh)
 		close(pfd);
 		return -EINVAL;
 	}
+	/*
+	 * The magic link leads to pfd's own inode, checked above; with
+	 * O_NOFOLLOW it is refused (ELOOP), and every sync was skipped.
+	 */
 	inode_procpath(pfd, path, sizeof path);
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	close(pfd);
 	return fd == -1 ? -errno : fd;
 }
@@ -531,6 +535,8 @@ glock_fsync(const char *key, const struct file_handle *fh)
 	if (fsync(fd) == -1)
 		log_warn("node %s: fsync before giving back %s: %s",
 		    wsfs.conf.node, key, strerror(errno));
+	else
+		stats_count(SC_RELEASE_SYNCS, 1);
 	close(fd);
 }
 

@@ -491,6 +491,7 @@ enum stats_counter {
 	SC_CONFINE_REFUSED,	/* confinement refusals (mount points, devices) */
 	SC_CACHE_INVALS,	/* kernel cache drops at a lock's release */
 	SC_LOCKS_COVERED,	/* new objects covered by a directory's lock */
+	SC_RELEASE_SYNCS,	/* written objects fsynced before a release */
 	SC_NCOUNTERS
 };
 /*
