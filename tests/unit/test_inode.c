@@ -383,6 +383,25 @@ test_lookup_by_name(void **state)
 }
 
 /*
+ * n new files prefix0.. in ws, each looked up and opened once: with
+ * max_fds 4 they push the older fds out.
+ */
+static void
+push_fds(struct inode *ws, const char *prefix, struct inode **pad, int n)
+{
+	char	q[64];
+	int	i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(q, sizeof q, "ws/%s%d", prefix, i);
+		mk(q, S_IFREG | 0644);
+		pad[i] = look(ws, q + 3, 0);
+		assert_true(inode_fd_get(pad[i]) >= 0);
+		inode_fd_put(pad[i]);
+	}
+}
+
+/*
  * Under cluster locks (handles not lazy) a file is still entered by its
  * name; its first fd brings its handle, and then it is evicted and
  * reopened like any inode, never pinned.
@@ -391,7 +410,6 @@ static void
 test_by_name_takes_its_handle(void **state)
 {
 	struct inode	*ws, *f, *pad[6];
-	char		 q[64];
 	int		 i;
 
 	inode_handles(0, 1);
@@ -405,14 +423,9 @@ test_by_name_takes_its_handle(void **state)
 	assert_non_null(f->fh);
 	assert_int_equal(f->pinned, 0);
 	/* Others entered the same way push its fd out. */
-	for (i = 0; i < 6; i++) {
-		snprintf(q, sizeof q, "ws/eager-pad%d", i);
-		mk(q, S_IFREG | 0644);
-		pad[i] = look(ws, q + 3, 0);
-		assert_true(inode_fd_get(pad[i]) >= 0);
-		inode_fd_put(pad[i]);
+	push_fds(ws, "eager-pad", pad, 6);
+	for (i = 0; i < 6; i++)
 		assert_non_null(pad[i]->fh);
-	}
 	/* max_fds is 4: its fd went, its handle brings it back. */
 	assert_true(f->fd < 0);
 	assert_true(inode_fd_get(f) >= 0);
@@ -451,13 +464,7 @@ test_lazy_handles(void **state)
 	snprintf(p, sizeof p, "%s/ws/lazy-gone", base);
 	assert_int_equal(unlink(p), 0);
 	/* Push its fd out: it takes the handle of the unlinked inode. */
-	for (i = 0; i < 6; i++) {
-		snprintf(q, sizeof q, "ws/lazy-pad%d", i);
-		mk(q, S_IFREG | 0644);
-		pad[i] = look(ws, q + 3, 0);
-		assert_true(inode_fd_get(pad[i]) >= 0);
-		inode_fd_put(pad[i]);
-	}
+	push_fds(ws, "lazy-pad", pad, 6);
 	assert_true(old->fd < 0);
 	assert_non_null(old->fh);
 	inode_closes_wait();
