@@ -219,6 +219,7 @@ on_stop_signal(int sig)
 {
 	stop_signal = sig;
 	fuse_session_exit(wsfs.se);
+	loop_wake();
 }
 
 /* Like libfuse's handlers, but remember that a signal ended the loop. */
@@ -257,7 +258,6 @@ main(int argc, char **argv)
 	};
 	struct fuse_args	 args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_lowlevel_ops ops;
-	struct fuse_loop_config	*lcfg;
 	char			*config = NULL;
 	char			 err[512], kopts[4096], **optv;
 	int			 c, foreground = 0, debug = 0, verbose = 0;
@@ -417,13 +417,8 @@ main(int argc, char **argv)
 	log_info("serving %s on %s (kind=%s)", wsfs.source, wsfs.mountpoint,
 	    conf_kind_name(wsfs.conf.kind));
 
-	if ((lcfg = fuse_loop_cfg_create()) == NULL)
-		fatalx("out of memory");
-	fuse_loop_cfg_set_max_threads(lcfg, (unsigned)wsfs.conf.max_threads);
-	/* A steady pool: ending and starting threads per burst costs more. */
-	fuse_loop_cfg_set_idle_threads(lcfg, (unsigned)wsfs.conf.max_threads);
-	r = fuse_session_loop_mt(wsfs.se, lcfg);
-	fuse_loop_cfg_destroy(lcfg);
+	if ((r = loop_run(wsfs.se, (unsigned)wsfs.conf.max_threads)) < 0)
+		log_warn("the request loop ended: %s", strerror(-r));
 
 	/*
 	 * Wind down in dependency order: parked writes finish (cluster),
@@ -452,9 +447,9 @@ main(int argc, char **argv)
 	free(config);
 	free(optv);
 	/*
-	 * libfuse's signal handlers end the loop with the signal number as
-	 * its result; a stop asked for by SIGTERM, SIGINT or SIGHUP is a
-	 * clean exit (systemd and init scripts read 0 as "stopped fine").
+	 * A stop asked for by SIGTERM, SIGINT or SIGHUP is a clean exit
+	 * (systemd and init scripts read 0 as "stopped fine"): the loop
+	 * returns 0 then, and -errno only when reading /dev/fuse failed.
 	 */
-	return r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP ? 0 : 1;
+	return r == 0 ? 0 : 1;
 }

@@ -559,6 +559,16 @@ void		 uring_write(fuse_req_t req, int fd, const char *buf,
 		     size_t size, off_t off, uring_done_fn fn, void *fn_arg);
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
 
+/* loop.c */
+/*
+ * Serve se's requests with up to max_threads threads until it is
+ * unmounted or fuse_session_exit is called: 0, or -errno when reading
+ * /dev/fuse failed.
+ */
+int		 loop_run(struct fuse_session *se, unsigned int max_threads);
+/* Have loop_run look again at whether its session has exited. */
+void		 loop_wake(void);	/* async-signal-safe */
+
 /* ops.c */
 void		 ops_handles_free_all(void);
 extern const struct fuse_lowlevel_ops wsfs_ops;
