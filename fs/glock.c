@@ -1411,6 +1411,34 @@ glock_set_log_timeout(struct glock_set *s)
 }
 
 /*
+ * Ask quietly (granted only if free) for the lock of an object the node
+ * looks at without holding it, so that a later answer may cache: shared,
+ * or exclusive for an object other than a directory reached through a
+ * directory this node holds exclusively. There a change of it usually
+ * follows (rm -rf, a checkout of a tree the node did not make itself),
+ * and it then finds the lock held, or on its way, instead of asking
+ * again for an upgrade. Another node reaches the object through that
+ * directory, whose lock it must have first, or through another link of
+ * its own: then the lock is not free and the quiet request fails.
+ */
+static void
+glock_hint_locked(struct glock *g)
+{
+	struct glock	*d;
+	int		 mode = WSLOCK_SHARED;
+
+	if (g->held || g->want || g->releasing ||
+	    cluster_now_ms() < g->quiet_ms || cluster_degraded())
+		return;
+	if (g->type != 0 && g->type != S_IFDIR && g->parent != 0 &&
+	    (d = glock_find_locked(g->parent, 0)) != NULL &&
+	    d->held == WSLOCK_EXCLUSIVE && !d->releasing && !d->foreign &&
+	    d->birth == g->parent_birth)
+		mode = WSLOCK_EXCLUSIVE;
+	(void)glock_ask_locked(g, mode, ASK_QUIET);
+}
+
+/*
  * How long the kernel may cache what the lock of in covers, in seconds:
  * 0 unless this node holds it (and in is the FUSE inode it was taken
  * for); then at most the lease left. Without a hold, ask quietly for the
@@ -1444,9 +1472,8 @@ glock_timeout(struct inode *in, int names)
 			else
 				g->names = 1;
 		}
-	} else if (!g->held && !g->want && !g->releasing &&
-	    cluster_now_ms() >= g->quiet_ms && !cluster_degraded())
-		(void)glock_ask_locked(g, WSLOCK_SHARED, ASK_QUIET);
+	} else
+		glock_hint_locked(g);
 	glock_gc_locked(g);
 out:
 	pthread_mutex_unlock(&gl.lock);
@@ -1489,9 +1516,8 @@ glock_open_keep_cache(struct inode *in)
 		    g->nodeid == (fuse_ino_t)(uintptr_t)in) {
 			keep = g->open_gen == g->gen;
 			g->open_gen = g->gen;
-		} else if (!g->held && !g->want && !g->releasing &&
-		    cluster_now_ms() >= g->quiet_ms && !cluster_degraded())
-			(void)glock_ask_locked(g, WSLOCK_SHARED, ASK_QUIET);
+		} else
+			glock_hint_locked(g);
 		glock_gc_locked(g);
 	}
 	pthread_mutex_unlock(&gl.lock);
