@@ -394,6 +394,15 @@ class Cluster:
                                f"{p.stderr}")
         return json.loads(p.stdout)
 
+    def held(self, node):
+        """{key: "shared" or "exclusive"} of the locks wslockd lists as
+        held by node's session."""
+        rows = self.locks()
+        sid = {r["session"] for r in rows
+               if r["type"] == "session" and r["name"] == node}
+        return {r["key"]: r["mode"] for r in rows
+                if r["type"] == "holder" and r["session"] in sid}
+
     def sessions(self):
         """Names of the connected sessions."""
         return sorted(r["name"] for r in self.locks()

@@ -20,10 +20,7 @@ def status(c, n):
 
 def held_keys(c, node):
     """Keys wslockd lists as held by node."""
-    sid = [r["session"] for r in c.locks()
-           if r["type"] == "session" and r["name"] == node]
-    return {r["key"] for r in c.locks()
-            if r["type"] == "holder" and r["session"] in sid}
+    return set(c.held(node))
 
 
 def key(c, path):

@@ -13,14 +13,6 @@ import pytest
 import clusterlib
 
 
-def holders(c, node):
-    """{key: mode} of the object locks wslockd lists as held by node."""
-    sid = {r["session"] for r in c.locks()
-           if r["type"] == "session" and r["name"] == node}
-    return {r["key"]: r["mode"] for r in c.locks()
-            if r["type"] == "holder" and r["session"] in sid}
-
-
 def mode_of(held, c, path):
     """The mode node holds path's lock in, None if it holds none."""
     k = f"g/{os.stat(c.src()).st_ino}/{os.stat(path).st_ino}"
@@ -34,7 +26,7 @@ def wait_modes(c, node, paths, want, timeout=20.0):
     """Wait until node holds each of paths in mode want; the modes seen."""
     deadline = time.monotonic() + timeout
     while True:
-        held = holders(c, node)
+        held = c.held(node)
         got = [mode_of(held, c, p) for p in paths]
         if all(m == want for m in got) or time.monotonic() > deadline:
             return got
