@@ -1202,8 +1202,12 @@ ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int	fd;
 
 	plock_release_owner(ops_file(fi)->inode, fi->lock_owner, 0);
-	/* Closing a duplicate reports close-time errors (NFS) to close(2). */
-	if ((fd = dup(ops_file(fi)->fd)) == -1 || close(fd) == -1)
+	/*
+	 * Closing a duplicate reports close-time errors (NFS) to close(2);
+	 * a local filesystem has none (the flush is here for the locks).
+	 */
+	if (!wsfs.source_local &&
+	    ((fd = dup(ops_file(fi)->fd)) == -1 || close(fd) == -1))
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_err(req, 0);
