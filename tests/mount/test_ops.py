@@ -2,6 +2,7 @@
 error cases. Where the expected result is "what a local filesystem does",
 the same scenario runs on a native directory of the backing filesystem and
 the two outcomes (results and errnos) must be equal."""
+import ctypes
 import errno
 import mmap
 import os
@@ -1057,3 +1058,69 @@ def test_tree_through_mount_equals_backing(mount, ws):
     os.symlink("../f", j(ws, "a", "b", "sl"))
     os.chmod(j(ws, "a", "b"), 0o711)
     assert tree(ws) == tree(mount.src("ws1", "t"))
+
+
+def _signal_thread(pid, signo, main):
+    """Send signo to the main thread of pid, or to another thread of it
+    that does not block signo (the request threads block all signals):
+    then the main thread, waiting for the loop's end, learns of the stop
+    only through loop_wake."""
+    tid = pid
+    if not main:
+        tids = []
+        for t in sorted(os.listdir(f"/proc/{pid}/task")):
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                blk = [int(ln.split()[1], 16) for ln in f
+                       if ln.startswith("SigBlk:")][0]
+            if int(t) != pid and not blk & (1 << (signo - 1)):
+                tids.append(int(t))
+        assert tids, f"no thread of wsfs {pid} takes signal {signo}"
+        tid = tids[0]
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(234, pid, tid, signo) != 0:	# SYS_tgkill, x86_64
+        raise OSError(ctypes.get_errno(), "tgkill")
+
+
+@pytest.mark.parametrize("sig,main,clients", [
+    ("SIGTERM", True, 4), ("SIGINT", True, 4), ("SIGHUP", True, 4),
+    ("SIGTERM", False, 4), ("SIGTERM", False, 0)])
+def test_stop_signal(mount, sig, main, clients):
+    """A stop signal ends wsfs cleanly, exit 0 and unmounted, idle or
+    while clients keep it busy: its request threads stop in read(), in a
+    request or parked (fs/loop.c), whichever thread takes the signal."""
+    import signal
+    import threading
+    import wsfstest
+    ws = mount.path("ws1")
+    stop = threading.Event()
+    done = []
+
+    def busy(i):
+        p = os.path.join(ws, f"busy{i}")
+        n = 0
+        while not stop.is_set():
+            try:
+                with open(p, "wb") as f:
+                    f.write(b"x" * 4096)
+                os.stat(p)
+                n += 1
+            except OSError:
+                break
+        done.append(n)
+    threads = [threading.Thread(target=busy, args=(i,))
+               for i in range(clients)]
+    for t in threads:
+        t.start()
+    # Let every client make a round, so that threads were started.
+    deadline = time.monotonic() + 60
+    while not all(os.path.exists(os.path.join(ws, f"busy{i}"))
+                  for i in range(clients)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    _signal_thread(mount.proc.pid, getattr(signal, sig), main)
+    status = mount.proc.wait(timeout=60)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    assert status == 0, mount.log()
+    assert wsfstest.mountinfo(mount.mnt) is None, mount.log()
+    assert len(done) == clients
