@@ -79,7 +79,10 @@ loop_start_thread(void)
 		return -EAGAIN;
 	w = &loop.w[loop.nthreads];
 	memset(&w->buf, 0, sizeof w->buf);
-	/* Signals go to the main thread, which ends the loop. */
+	/*
+	 * Signals go to the other threads of the daemon; the stop handler
+	 * wakes the main one through loop_wake, whichever thread it runs in.
+	 */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&w->tid, NULL, loop_worker, w);
