@@ -6,13 +6,16 @@ import ctypes
 import errno
 import mmap
 import os
+import signal
 import socket
 import stat
 import subprocess
+import threading
 import time
 
 import pytest
 
+import wsfstest
 from wsfstest import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
                       FALLOC_FL_ZERO_RANGE, RENAME_EXCHANGE, RENAME_NOREPLACE,
                       UTIME_NOW, UTIME_OMIT, fallocate, outcome, renameat2,
@@ -1076,8 +1079,7 @@ def _signal_thread(pid, signo, main):
                 tids.append(int(t))
         assert tids, f"no thread of wsfs {pid} takes signal {signo}"
         tid = tids[0]
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(234, pid, tid, signo) != 0:	# SYS_tgkill, x86_64
+    if wsfstest.libc.tgkill(pid, tid, signo) != 0:	# glibc 2.30 and later
         raise OSError(ctypes.get_errno(), "tgkill")
 
 
@@ -1088,9 +1090,6 @@ def test_stop_signal(mount, sig, main, clients):
     """A stop signal ends wsfs cleanly, exit 0 and unmounted, idle or
     while clients keep it busy: its request threads stop in read(), in a
     request or parked (fs/loop.c), whichever thread takes the signal."""
-    import signal
-    import threading
-    import wsfstest
     ws = mount.path("ws1")
     stop = threading.Event()
     done = []
