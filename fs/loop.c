@@ -18,12 +18,15 @@
 
 #include <linux/fuse.h>
 
+#include <sys/uio.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wsfs.h"
 
@@ -49,12 +52,80 @@ static struct {
 	int			 ending;	/* no new threads; lock */
 	struct loop_worker	*w;		/* [max]; first nthreads used */
 	sem_t			 done;		/* posted when the loop ends */
+	uint64_t		 init_unique;	/* the INIT request's; atomic */
+	uint32_t		 init_flags;	/* what the kernel offered */
 } loop = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.park = PTHREAD_COND_INITIALIZER,
 };
 
 static void	*loop_worker(void *);
+
+/*
+ * The session's reads and writes of /dev/fuse, through libfuse's
+ * custom-I/O hook, for one thing libfuse 3.14 cannot ask for:
+ * FUSE_HANDLE_KILLPRIV_V2 (kernel protocol 7.33). Without it the kernel
+ * asks for security.capability (GETXATTR) before every write to learn
+ * whether the write must remove it: a round trip per write() (README,
+ * Performance). With it the kernel leaves clearing setuid, setgid and
+ * the capability on write, truncate and chown to the server, and once
+ * it has found an inode without any of them it stops asking (S_NOSEC,
+ * until it next takes the inode's attributes). wsfs does that clearing
+ * itself (wsfs.server_kills_priv; perm_write_kill_priv), and the backing
+ * filesystem removes a capability on every write and chown the daemon
+ * makes there. The flag is added to wsfs's INIT reply when the kernel
+ * offered it.
+ */
+static ssize_t
+loop_io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	const struct fuse_in_header	*in = buf;
+	const struct fuse_init_in	*init;
+	ssize_t				 n;
+
+	(void)userdata;
+	n = read(fd, buf, len);
+	if (n >= (ssize_t)(sizeof *in + sizeof *init) &&
+	    in->opcode == FUSE_INIT &&
+	    __atomic_load_n(&loop.init_unique, __ATOMIC_ACQUIRE) == 0) {
+		init = (const struct fuse_init_in *)(in + 1);
+		loop.init_flags = init->minor >= 33 ? init->flags : 0;
+		__atomic_store_n(&loop.init_unique, in->unique,
+		    __ATOMIC_RELEASE);
+	}
+	return n;
+}
+
+static ssize_t
+loop_io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	const struct fuse_out_header	*out = iov[0].iov_base;
+	struct fuse_init_out		*init;
+	uint64_t			 u;
+
+	(void)userdata;
+	u = __atomic_load_n(&loop.init_unique, __ATOMIC_ACQUIRE);
+	if (u != 0 && u != UINT64_MAX && count == 2 &&
+	    iov[0].iov_len == sizeof *out && out->unique == u &&
+	    out->error == 0 && iov[1].iov_len >= sizeof *init) {
+		init = iov[1].iov_base;
+		if (loop.init_flags & FUSE_HANDLE_KILLPRIV_V2) {
+			init->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			init->flags &= ~FUSE_HANDLE_KILLPRIV;
+			/* Before the kernel can send a write. */
+			__atomic_store_n(&wsfs.server_kills_priv, 1,
+			    __ATOMIC_RELEASE);
+		}
+		__atomic_store_n(&loop.init_unique, UINT64_MAX,
+		    __ATOMIC_RELEASE);
+	}
+	return writev(fd, iov, count);
+}
+
+static const struct fuse_custom_io loop_io = {
+	.read = loop_io_read,
+	.writev = loop_io_writev,
+};
 
 /* Whether the request in buf is a FORGET or a BATCH_FORGET. */
 static int
@@ -179,6 +250,9 @@ loop_run(struct fuse_session *se, unsigned int max_threads)
 
 	loop.se = se;
 	loop.max = max_threads > 0 ? max_threads : 1;
+	if ((r = fuse_session_custom_io(se, &loop_io, fuse_session_fd(se))) < 0)
+		log_warn("no custom FUSE I/O (%s): the kernel will ask for "
+		    "security.capability before every write", strerror(-r));
 	if ((loop.w = calloc(loop.max, sizeof *loop.w)) == NULL)
 		return -ENOMEM;
 	if (sem_init(&loop.done, 0, 0) == -1) {

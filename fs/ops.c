@@ -81,8 +81,10 @@ ops_same_workspace(struct inode *a, struct inode *b)
 }
 
 /*
- * security.capability, which the kernel asks for before every write to
- * learn whether the write must remove it, is answered from memory while
+ * security.capability, which the kernel asks for before a write to learn
+ * whether the write must remove it (before every write, unless it could
+ * leave that to wsfs: FUSE_HANDLE_KILLPRIV_V2, loop.c), is answered from
+ * memory while
  * the inode is known to have none: learned from the backing store's
  * ENODATA, or because wsfs made the file, and forgotten by any setxattr
  * or removexattr through this inode. Also with a lock service: no node
@@ -926,7 +928,8 @@ ops_file_new(struct inode *in, int fd, const struct stat *st,
 		fi->keep_cache = 0;
 		f->direct = 1;
 	}
-	f->kill_priv = perm_write_kills_priv(fd, st, flags, fi->direct_io);
+	f->kill_priv = perm_write_kills_priv(fd, st, flags, fi->direct_io ||
+	    __atomic_load_n(&wsfs.server_kills_priv, __ATOMIC_ACQUIRE));
 	inode_opened(in, 1);
 	f->held = scratchd_hold(in);
 	return f;
@@ -1651,10 +1654,13 @@ ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 static int
 ops_fallocate_run(struct ops_change *c)
 {
-	int	r;
+	struct wsfile	*f = ops_file(&c->fi);
+	int		 r;
 
-	r = fallocate(ops_file(&c->fi)->fd, (int)c->mode, c->off, c->len) ==
-	    -1 ? errno : 0;
+	/* As a write: the kernel may have left the clearing to us. */
+	if (f->kill_priv)
+		perm_write_kill_priv(c->req, f->fd);
+	r = fallocate(f->fd, (int)c->mode, c->off, c->len) == -1 ? errno : 0;
 	fuse_reply_err(c->req, r);
 	return 0;
 }
@@ -1695,6 +1701,8 @@ ops_copy_run(struct ops_change *c)
 	off_t			 off_in = c->off, off_out = c->off2;
 	ssize_t			 n;
 
+	if (ops_file(&c->fi)->kill_priv)
+		perm_write_kill_priv(c->req, ops_file(&c->fi)->fd);
 	n = copy_file_range(ops_file(&fi_in)->fd, &off_in, ops_file(&c->fi)->fd,
 	    &off_out, c->size, (unsigned int)c->flags);
 	if (n == -1)

@@ -204,20 +204,22 @@ perm_write_kill_priv(fuse_req_t req, int fd)
 }
 
 /*
- * Through the page cache the kernel clears the bits itself (a setattr
- * before the write), except setgid without group execute, which FUSE's
- * clearing leaves: that case costs an fstat per write, and so does every
- * direct write, since a chmod may come at any time.
+ * Through the page cache, without FUSE_HANDLE_KILLPRIV_V2, the kernel
+ * clears the bits itself (a setattr before the write), except setgid
+ * without group execute, which FUSE's clearing leaves: that case costs an
+ * fstat per write. So does every write the kernel leaves to the server
+ * (direct I/O, or with FUSE_HANDLE_KILLPRIV_V2), since a chmod may come
+ * at any time.
  */
 int
 perm_write_kills_priv(int fd, const struct stat *known, int flags,
-    int direct)
+    int server)
 {
 	struct stat	st;
 
 	if ((flags & O_ACCMODE) == O_RDONLY)
 		return 0;
-	if (direct)
+	if (server)
 		return 1;
 	if (known == NULL) {
 		if (fstat(fd, &st) == -1)

@@ -145,6 +145,12 @@ struct wsfs {
 	 * being reused. Not so for network filesystems.
 	 */
 	int			 source_local;
+	/*
+	 * The kernel leaves clearing setuid, setgid and file capabilities on
+	 * write to wsfs (FUSE_HANDLE_KILLPRIV_V2, loop.c); set before the
+	 * first write request. Atomic.
+	 */
+	int			 server_kills_priv;
 };
 
 extern struct wsfs wsfs;
@@ -335,14 +341,15 @@ int		 perm_open_existing(fuse_req_t req, int pfd, const char *name,
 /*
  * Clear setuid and setgid before the caller writes to or truncates fd, as
  * the kernel does on a local filesystem. perm_write_kills_priv tells at
- * open whether the writes of an open file need it from the daemon: those
- * the kernel passes on whole (direct I/O), and a setgid file without group
- * execute, whose bit the kernel's own clearing misses. known is fd's
- * stat if the caller has one as fresh as an fstat now, else NULL.
+ * open whether the writes of an open file need it from the daemon: all of
+ * them when the kernel leaves the clearing to wsfs (server: direct I/O,
+ * FUSE_HANDLE_KILLPRIV_V2), else a setgid file without group execute,
+ * whose bit the kernel's own clearing misses. known is fd's stat if the
+ * caller has one as fresh as an fstat now, else NULL.
  */
 void		 perm_write_kill_priv(fuse_req_t req, int fd);
 int		 perm_write_kills_priv(int fd, const struct stat *known,
-		     int flags, int direct);
+		     int flags, int server);
 /*
  * Give a file just made as fd in pfd (the daemon's) to the caller, with
  * mode, as a local filesystem would. 0 or -errno.

@@ -187,6 +187,9 @@ def _priv_file(d, mode, uid=0, gid=0):
     p = j(d, "f")
     with open(p, "wb") as f:
         f.write(b"0123456789")
+    with open(p + ".src", "wb") as f:     # what copy_file_range copies
+        f.write(b"abcdef")
+    os.chmod(p + ".src", 0o644)
     os.chown(p, uid, gid)
     os.chmod(p, mode)
     return p
@@ -214,12 +217,32 @@ def _otrunc(p):
     os.close(os.open(p, os.O_WRONLY | os.O_TRUNC))
 
 
+def _fallocate(p):
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        os.posix_fallocate(fd, 0, 8192)
+    finally:
+        os.close(fd)
+
+
+def _copy_into(p):
+    src = p + ".src"
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        with open(src, "rb") as f:
+            os.copy_file_range(f.fileno(), fd, 4, 0, 2)
+    finally:
+        os.close(fd)
+
+
 KILLPRIV_OPS = {
     "write": _write,
     "append": _pwrite_end,
     "truncate": lambda p: os.truncate(p, 4),
     "ftruncate": _ftruncate,
     "o_trunc": _otrunc,
+    "fallocate": _fallocate,
+    "copy_file_range": _copy_into,
 }
 
 

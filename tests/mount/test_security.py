@@ -377,6 +377,36 @@ def test_capability_set_behind_the_mount_goes_with_the_next_write(
         assert f.read() == b"firstsecond"
 
 
+def xattr_requests(m):
+    out = subprocess.run([WSCTL, "status", m.mnt, "--json"], check=True,
+                         capture_output=True, text=True, timeout=20).stdout
+    return json.loads(out)["operations"].get("xattr", {"count": 0})["count"]
+
+
+def test_writes_ask_for_no_capability_each(mount_factory):
+    """wsfs takes over clearing set-id bits and capabilities on write
+    (FUSE_HANDLE_KILLPRIV_V2, fs/loop.c), so the kernel stops asking for
+    security.capability before every write once it has found the inode
+    without any: 200 writes make at most a couple of xattr requests, not
+    200 (a round trip each)."""
+    release = tuple(int(x) for x in
+                    os.uname().release.split("-")[0].split(".")[:2])
+    if release < (5, 11):
+        pytest.skip(f"kernel {os.uname().release} has no "
+                    "FUSE_HANDLE_KILLPRIV_V2 (5.11)")
+    m = mount_factory(workspaces=("ws1",))
+    fd = os.open(m.path("ws1", "f"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"0")
+        before = xattr_requests(m)
+        for i in range(200):
+            os.pwrite(fd, b"x", i)
+        asked = xattr_requests(m) - before
+    finally:
+        os.close(fd)
+    assert asked <= 2, f"{asked} xattr requests for 200 writes"
+
+
 @pytest.mark.parametrize("who", ["root", "user"])
 def test_write_removes_a_capability_the_kernel_knows_of(mount_factory, who):
     """A file whose capability the kernel learns of (set on the backing
