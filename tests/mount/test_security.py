@@ -377,6 +377,54 @@ def test_capability_set_behind_the_mount_goes_with_the_next_write(
         assert f.read() == b"firstsecond"
 
 
+def test_setuid_set_behind_the_mount_goes_with_the_next_write(
+        mount_factory):
+    """Once a write found a file without set-id bits, the kernel stops
+    looking (S_NOSEC) and, with FUSE_HANDLE_KILLPRIV_V2, leaves the
+    clearing to wsfs. A setuid bit set on the backing file afterwards,
+    behind wsfs's back, must still go with the next write by a user who
+    does not own it, as on a local filesystem."""
+    m = mount_factory(workspaces=("ws1",))
+    mp, bp = m.path("ws1", "f"), m.src("ws1", "f")
+    with open(bp, "wb") as f:
+        f.write(b"0123456789")
+    os.chmod(bp, 0o777)
+    r, w = os.pipe()
+    go_r, go_w = os.pipe()
+
+    def writer():
+        fd = os.open(mp, os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"a", 0)	# found without set-id bits
+            os.write(w, b"1")
+            os.read(go_r, 1)		# root sets setuid behind wsfs
+            os.pwrite(fd, b"b", 1)
+        finally:
+            os.close(fd)
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            call_as(U, G, writer)
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        assert os.read(r, 1) == b"1"
+        os.chmod(bp, 0o4777)
+        os.write(go_w, b"1")
+    finally:
+        _, status = os.waitpid(pid, 0)
+        for fd in (r, w, go_r, go_w):
+            os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    mode = stat.S_IMODE(os.stat(bp).st_mode)
+    assert not mode & stat.S_ISUID, f"setuid survived the write: {oct(mode)}"
+    with open(bp, "rb") as f:
+        assert f.read() == b"ab23456789"
+
+
 def xattr_requests(m):
     out = subprocess.run([WSCTL, "status", m.mnt, "--json"], check=True,
                          capture_output=True, text=True, timeout=20).stdout
