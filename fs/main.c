@@ -10,6 +10,7 @@
 #include <sys/vfs.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <linux/magic.h>
 #include <signal.h>
@@ -248,6 +249,68 @@ default_max_fds(void)
 	return rl.rlim_cur > 256 ? (int)(rl.rlim_cur / 2) : 64;
 }
 
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void
+unescape_mountinfo(char *s)
+{
+	char	*d = s;
+
+	for (; *s != '\0'; s++, d++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+			    (s[3] - '0'));
+			s += 3;
+		} else
+			*d = *s;
+	}
+	*d = '\0';
+}
+
+/*
+ * Let the kernel read ahead as far as wsfs asked at INIT (WSFS_READAHEAD):
+ * it reads ahead no further than the mount's read_ahead_kb, 128 KiB for a
+ * new FUSE mount, whatever the daemon asked for. A cold 1 GiB read took
+ * 8,192 requests of 128 KiB and ran at 0.34-0.89 GB/s on a tmpfs SOURCE,
+ * and at 2.3-2.4 GB/s with 1 MiB (2026-12-06). The kernel still ramps the
+ * window up only for sequential reads. The mount is the newest one on
+ * mnt (an absolute path) in mountinfo; it is found there, not by a stat
+ * of the mount, which would wait for this daemon to answer.
+ */
+static void
+set_readahead(const char *mnt)
+{
+	char		*line = NULL, path[4096], file[64];
+	size_t		 cap = 0;
+	unsigned int	 maj, min, found = 0;
+	FILE		*fp;
+	int		 fd;
+
+	if ((fp = fopen("/proc/self/mountinfo", "re")) == NULL)
+		return;
+	while (getline(&line, &cap, fp) != -1) {
+		if (strlen(line) >= sizeof path || sscanf(line,
+		    "%*u %*u %u:%u %*s %4095s", &maj, &min, path) != 3)
+			continue;
+		unescape_mountinfo(path);
+		if (strcmp(path, mnt) == 0) {
+			snprintf(file, sizeof file,
+			    "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+			found = 1;
+		}
+	}
+	free(line);
+	fclose(fp);
+	if (!found)
+		return;
+	if ((fd = open(file, O_WRONLY | O_CLOEXEC)) == -1 ||
+	    dprintf(fd, "%d\n", WSFS_READAHEAD / 1024) < 0)
+		log_warn("%s: %s: reading ahead 128 KiB at most", file,
+		    strerror(errno));
+	if (fd != -1)
+		close(fd);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -259,7 +322,7 @@ main(int argc, char **argv)
 	struct fuse_args	 args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_lowlevel_ops ops;
 	char			*config = NULL;
-	char			 err[512], kopts[4096], **optv;
+	char			 err[512], kopts[4096], **optv, *mnt_abs;
 	int			 c, foreground = 0, debug = 0, verbose = 0;
 	int			 nopt = 0, i, r, explicit_config = 0;
 
@@ -393,12 +456,17 @@ main(int argc, char **argv)
 	if (fuse_set_signal_handlers(wsfs.se) == -1)
 		fatalx("could not set signal handlers");
 	catch_stop_signals();
+	mnt_abs = realpath(wsfs.mountpoint, NULL);
 	if (fuse_session_mount(wsfs.se, wsfs.mountpoint) == -1) {
 		fprintf(stderr, "wsfs: could not mount %s on %s\n",
 		    wsfs.source, wsfs.mountpoint);
+		free(mnt_abs);
 		control_stop();
 		return 1;
 	}
+	if (mnt_abs != NULL)
+		set_readahead(mnt_abs);
+	free(mnt_abs);
 	if (!foreground) {
 		if (fuse_daemonize(0) == -1)
 			fatalx("could not daemonize");

@@ -394,7 +394,7 @@ ops_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_write = 1024 * 1024;
-	conn->max_readahead = 1024 * 1024;
+	conn->max_readahead = WSFS_READAHEAD;
 }
 
 static void

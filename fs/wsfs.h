@@ -129,6 +129,9 @@ struct wsfile {
 	size_t		 nowners;	/* owners_lock */
 };
 
+/* What the kernel may read ahead on a mount (INIT, and read_ahead_kb). */
+#define WSFS_READAHEAD	(1024 * 1024)
+
 struct wsfs {
 	struct wsfs_conf	 conf;
 	const char		*source;	/* for messages only */

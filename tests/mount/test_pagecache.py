@@ -7,6 +7,8 @@ import os
 import subprocess
 import time
 
+import pytest
+
 import wsfstest
 
 MiB = 1 << 20
@@ -74,3 +76,17 @@ def test_writer_and_small_reader_keep_backing_copy(mount, ws):
     closed(mount, n, 2)
     assert cached(p) == 4 * MiB
     assert cached(s) == 256 * 1024
+
+
+@pytest.mark.parametrize("prefix", ["wsfs-test-", "wsfs test\\dir "])
+def test_kernel_reads_ahead_as_far_as_asked(mount_factory, prefix):
+    """The kernel reads ahead as far as wsfs asks at INIT (1 MiB), not the
+    128 KiB at most that a new FUSE mount's read_ahead_kb allows (fs/main.c,
+    set_readahead): a cold sequential read then takes 1 MiB requests. The
+    mount is found in mountinfo, which escapes a space and a backslash in
+    its path."""
+    m = mount_factory(base=wsfstest.make_base(prefix=prefix))
+    st = os.stat(m.mnt)
+    bdi = f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    with open(os.path.join(bdi, "read_ahead_kb")) as f:
+        assert int(f.read()) == 1024, m.log()
