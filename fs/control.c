@@ -95,6 +95,13 @@ control_op_row(void *arg, const char *name, unsigned long long count,
 	r->n++;
 }
 
+/* Whether the kernel left clearing set-id bits on write to wsfs (loop.c). */
+static int
+control_setid_clearing(void)
+{
+	return __atomic_load_n(&wsfs.server_kills_priv, __ATOMIC_ACQUIRE);
+}
+
 static void
 control_status(FILE *f, int json)
 {
@@ -119,9 +126,11 @@ control_status(FILE *f, int json)
 		    (long long)(time(NULL) - ctl.started));
 		nws = control_workspaces(f, 1);
 		fprintf(f, "],\n  \"workspace_count\": %d,\n"
-		    "  \"io\": \"%s\",\n  \"inodes\": %lu,\n  \"fds\": %lu,\n"
+		    "  \"io\": \"%s\",\n  \"setid_clearing\": \"%s\",\n"
+		    "  \"inodes\": %lu,\n  \"fds\": %lu,\n"
 		    "  \"max_fds\": %d,\n", nws,
-		    uring_active() ? "io_uring" : "syscalls", inodes, fds,
+		    uring_active() ? "io_uring" : "syscalls",
+		    control_setid_clearing() ? "wsfs" : "kernel", inodes, fds,
 		    wsfs.conf.max_fds);
 		fputs("  \"locks\": {\"service\": ", f);
 		json_put_str(f, wsfs.conf.lockd ? wsfs.conf.lockd : "embedded");
@@ -171,6 +180,10 @@ control_status(FILE *f, int json)
 	fprintf(f, "%s(%d)\n", nws ? " " : "", nws);
 	fprintf(f, "io:          %s\n", uring_active() ? "io_uring" :
 	    "plain syscalls");
+	fprintf(f, "set-id bits: %s\n", control_setid_clearing() ?
+	    "cleared by wsfs on write (FUSE_HANDLE_KILLPRIV_V2)" :
+	    "cleared by the kernel (it asks for security.capability "
+	    "before every write)");
 	fprintf(f, "inodes:      %lu known, %lu fds open (max_fds %d)\n",
 	    inodes, fds, wsfs.conf.max_fds);
 	if (wsfs.conf.lockd != NULL)

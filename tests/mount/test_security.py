@@ -425,10 +425,14 @@ def test_setuid_set_behind_the_mount_goes_with_the_next_write(
         assert f.read() == b"ab23456789"
 
 
-def xattr_requests(m):
+def status_json(m):
     out = subprocess.run([WSCTL, "status", m.mnt, "--json"], check=True,
                          capture_output=True, text=True, timeout=20).stdout
-    return json.loads(out)["operations"].get("xattr", {"count": 0})["count"]
+    return json.loads(out)
+
+
+def xattr_requests(m):
+    return status_json(m)["operations"].get("xattr", {"count": 0})["count"]
 
 
 def test_writes_ask_for_no_capability_each(mount_factory):
@@ -443,6 +447,10 @@ def test_writes_ask_for_no_capability_each(mount_factory):
         pytest.skip(f"kernel {os.uname().release} has no "
                     "FUSE_HANDLE_KILLPRIV_V2 (5.11)")
     m = mount_factory(workspaces=("ws1",))
+    assert status_json(m)["setid_clearing"] == "wsfs"
+    out = subprocess.run([WSCTL, "status", m.mnt], check=True,
+                         capture_output=True, text=True, timeout=20).stdout
+    assert "set-id bits: cleared by wsfs on write" in out, out
     fd = os.open(m.path("ws1", "f"), os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         os.write(fd, b"0")
