@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,8 +86,9 @@ loop_io_read(int fd, void *buf, size_t len, void *userdata)
 
 	(void)userdata;
 	n = read(fd, buf, len);
-	if (n >= (ssize_t)(sizeof *in + sizeof *init) &&
-	    in->opcode == FUSE_INIT &&
+	/* Its first four fields are in every protocol's INIT. */
+	if (n >= (ssize_t)(sizeof *in + offsetof(struct fuse_init_in, flags) +
+	    sizeof init->flags) && in->opcode == FUSE_INIT &&
 	    __atomic_load_n(&loop.init_unique, __ATOMIC_ACQUIRE) == 0) {
 		init = (const struct fuse_init_in *)(in + 1);
 		loop.init_flags = init->minor >= 33 ? init->flags : 0;
@@ -107,7 +109,8 @@ loop_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	u = __atomic_load_n(&loop.init_unique, __ATOMIC_ACQUIRE);
 	if (u != 0 && u != UINT64_MAX && count == 2 &&
 	    iov[0].iov_len == sizeof *out && out->unique == u &&
-	    out->error == 0 && iov[1].iov_len >= sizeof *init) {
+	    out->error == 0 && iov[1].iov_len >=
+	    offsetof(struct fuse_init_out, flags) + sizeof init->flags) {
 		init = iov[1].iov_base;
 		if (loop.init_flags & FUSE_HANDLE_KILLPRIV_V2) {
 			init->flags |= FUSE_HANDLE_KILLPRIV_V2;

@@ -84,12 +84,11 @@ ops_same_workspace(struct inode *a, struct inode *b)
  * security.capability, which the kernel asks for before a write to learn
  * whether the write must remove it (before every write, unless it could
  * leave that to wsfs: FUSE_HANDLE_KILLPRIV_V2, loop.c), is answered from
- * memory while
- * the inode is known to have none: learned from the backing store's
- * ENODATA, or because wsfs made the file, and forgotten by any setxattr
- * or removexattr through this inode. Also with a lock service: no node
- * can set a capability through wsfs (ops_setxattr, priv.c), other nodes
- * can only remove one. What a writer that bypasses wsfs sets is missed
+ * memory while the inode is known to have none: learned from the backing
+ * store's ENODATA, or because wsfs made the file, and forgotten by any
+ * setxattr or removexattr through this inode. Also with a lock service:
+ * no node can set a capability through wsfs (ops_setxattr, priv.c), other
+ * nodes can only remove one. What a writer that bypasses wsfs sets is missed
  * until the kernel forgets the inode; README (Performance) says why that
  * cannot keep a capability across a write through wsfs.
  */
