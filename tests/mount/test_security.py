@@ -406,18 +406,26 @@ def test_setuid_set_behind_the_mount_goes_with_the_next_write(
     if pid == 0:
         code = 1
         try:
+            os.close(r)
+            os.close(go_w)
             call_as(U, G, writer)
             code = 0
         finally:
             os._exit(code)
+    # Each side keeps only its own ends: if the other stops early, a
+    # read sees the end of the pipe instead of waiting for ever.
+    os.close(w)
+    os.close(go_r)
     try:
-        assert os.read(r, 1) == b"1"
-        os.chmod(bp, 0o4777)
-        os.write(go_w, b"1")
+        first = os.read(r, 1)
+        if first == b"1":
+            os.chmod(bp, 0o4777)
+            os.write(go_w, b"1")
     finally:
+        os.close(go_w)
+        os.close(r)
         _, status = os.waitpid(pid, 0)
-        for fd in (r, w, go_r, go_w):
-            os.close(fd)
+    assert first == b"1", "the writer stopped before its first write"
     assert os.waitstatus_to_exitcode(status) == 0
     mode = stat.S_IMODE(os.stat(bp).st_mode)
     assert not mode & stat.S_ISUID, f"setuid survived the write: {oct(mode)}"
