@@ -13,14 +13,14 @@ fs_wsfs_LDADD = fs/libwscommon.a lockd/libwslock.a lockd/libwsutil.a \
 dist_man_MANS += fs/wsfs.8 fs/wsfs.conf.5
 
 # libwscommon: what wsfs shares with wsctl: the configuration, scratch
-# workspaces, the sweeper, safe tree removal and the no-symlink opener.
-# Its users link lockd/libwsutil.a after it (logging). Who calls whom:
-# sweep -> scratch, rmtree; scratch -> rmtree, nofollow; rmtree ->
-# nofollow; conf and nofollow are leaves.
+# workspaces, the sweeper, safe tree removal, the no-symlink opener and
+# the mountinfo reader. Its users link lockd/libwsutil.a after it
+# (logging). Who calls whom: sweep -> scratch, rmtree; scratch -> rmtree,
+# nofollow; rmtree -> nofollow; conf, nofollow and mountinfo are leaves.
 noinst_LIBRARIES += fs/libwscommon.a
 fs_libwscommon_a_SOURCES = fs/conf.c fs/conf.h fs/scratch.c fs/scratch.h \
 	fs/sweep.c fs/sweep.h fs/rmtree.c fs/rmtree.h fs/nofollow.c \
-	fs/nofollow.h
+	fs/nofollow.h fs/mountinfo.c fs/mountinfo.h
 fs_libwscommon_a_CPPFLAGS = $(LOCKD_INC)
 fs_libwscommon_a_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UUID_CFLAGS)
 WSCOMMON_LIBS = fs/libwscommon.a lockd/libwsutil.a $(INIH_LIBS) \

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mountinfo.h"
 #include "wsfs.h"
 
 struct wsfs wsfs;
@@ -249,22 +250,23 @@ default_max_fds(void)
 	return rl.rlim_cur > 256 ? (int)(rl.rlim_cur / 2) : 64;
 }
 
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void
-unescape_mountinfo(char *s)
-{
-	char	*d = s;
+struct readahead_mount {
+	const char	*point;
+	unsigned int	 major, minor, found;
+};
 
-	for (; *s != '\0'; s++, d++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*d = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-			    (s[3] - '0'));
-			s += 3;
-		} else
-			*d = *s;
+/* The newest mount on the point is the one just made. */
+static int
+readahead_mount_one(const struct mountinfo *m, void *arg)
+{
+	struct readahead_mount	*rm = arg;
+
+	if (strcmp(m->point, rm->point) == 0) {
+		rm->major = m->major;
+		rm->minor = m->minor;
+		rm->found = 1;
 	}
-	*d = '\0';
+	return 0;
 }
 
 /*
@@ -280,29 +282,14 @@ unescape_mountinfo(char *s)
 static void
 set_readahead(const char *mnt)
 {
-	char		*line = NULL, path[4096], file[64];
-	size_t		 cap = 0;
-	unsigned int	 maj, min, found = 0;
-	FILE		*fp;
-	int		 fd;
+	struct readahead_mount	 rm = { mnt, 0, 0, 0 };
+	char			 file[64];
+	int			 fd;
 
-	if ((fp = fopen("/proc/self/mountinfo", "re")) == NULL)
+	if (mountinfo_walk(readahead_mount_one, &rm) < 0 || !rm.found)
 		return;
-	while (getline(&line, &cap, fp) != -1) {
-		if (strlen(line) >= sizeof path || sscanf(line,
-		    "%*u %*u %u:%u %*s %4095s", &maj, &min, path) != 3)
-			continue;
-		unescape_mountinfo(path);
-		if (strcmp(path, mnt) == 0) {
-			snprintf(file, sizeof file,
-			    "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
-			found = 1;
-		}
-	}
-	free(line);
-	fclose(fp);
-	if (!found)
-		return;
+	snprintf(file, sizeof file, "/sys/class/bdi/%u:%u/read_ahead_kb",
+	    rm.major, rm.minor);
 	if ((fd = open(file, O_WRONLY | O_CLOEXEC)) == -1 ||
 	    dprintf(fd, "%d\n", WSFS_READAHEAD / 1024) < 0)
 		log_warn("%s: %s: reading ahead 128 KiB at most", file,

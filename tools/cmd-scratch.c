@@ -27,6 +27,7 @@
 #include "conf.h"
 #include "json.h"
 #include "log.h"
+#include "mountinfo.h"
 #include "number.h"
 #include "rmtree.h"
 #include "scratch.h"
@@ -95,22 +96,22 @@ cmd_scratch_open(const char *base, int flags, struct scratch_base **sb)
 	return r;
 }
 
-/* Undo the octal escapes of /proc/self/mountinfo in place. */
-static void
-mountinfo_unescape(char *s)
-{
-	char	*d = s;
+struct find_mount {
+	const char	*real;		/* the SOURCE looked for, resolved */
+	char		*found;
+};
 
-	while (*s != '\0') {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-			    (s[3] - '0'));
-			s += 4;
-		} else
-			*d++ = *s++;
-	}
-	*d = '\0';
+static int
+find_mount_one(const struct mountinfo *m, void *arg)
+{
+	struct find_mount	*fm = arg;
+	char			 src[PATH_MAX];
+
+	if (strcmp(m->fstype, "fuse.wsfs") != 0 || strcmp(m->root, "/") != 0 ||
+	    realpath(m->source, src) == NULL || strcmp(src, fm->real) != 0)
+		return 0;
+	fm->found = strdup(m->point);
+	return 1;
 }
 
 /*
@@ -120,43 +121,14 @@ mountinfo_unescape(char *s)
 static char *
 find_mount(const char *base)
 {
-	FILE	*f;
-	char	*line = NULL, *fields[16], *p, *dash, *found = NULL;
-	char	 real[PATH_MAX], src[PATH_MAX];
-	size_t	 cap = 0;
-	int	 n;
+	struct find_mount	fm = { NULL, NULL };
+	char			real[PATH_MAX];
 
 	if (realpath(base, real) == NULL)
 		return NULL;
-	if ((f = fopen("/proc/self/mountinfo", "re")) == NULL)
-		return NULL;
-	while (found == NULL && getline(&line, &cap, f) != -1) {
-		line[strcspn(line, "\n")] = '\0';
-		if ((dash = strstr(line, " - ")) == NULL)
-			continue;
-		*dash = '\0';
-		n = 0;
-		for (p = strtok(line, " "); p != NULL && n < 16;
-		    p = strtok(NULL, " "))
-			fields[n++] = p;
-		if (n < 5)
-			continue;
-		/* After the dash: fstype, source, super options. */
-		if ((p = strtok(dash + 3, " ")) == NULL ||
-		    strcmp(p, "fuse.wsfs") != 0)
-			continue;
-		if ((p = strtok(NULL, " ")) == NULL)
-			continue;
-		mountinfo_unescape(p);
-		if (strcmp(fields[3], "/") != 0 || realpath(p, src) == NULL ||
-		    strcmp(src, real) != 0)
-			continue;
-		mountinfo_unescape(fields[4]);
-		found = strdup(fields[4]);
-	}
-	free(line);
-	fclose(f);
-	return found;
+	fm.real = real;
+	(void)mountinfo_walk(find_mount_one, &fm);
+	return fm.found;
 }
 
 /* A user name with an account, or a numeric uid. */
