@@ -67,6 +67,17 @@ ops_file(struct fuse_file_info *fi)
 	return (struct wsfile *)(uintptr_t)fi->fh;
 }
 
+/*
+ * Before a change of f's data by req (write, fallocate, copy_file_range):
+ * clear set-id bits where the kernel leaves that to wsfs (f->kill_priv).
+ */
+static void
+ops_file_changing(fuse_req_t req, struct wsfile *f)
+{
+	if (f->kill_priv)
+		perm_write_kill_priv(req, f->fd);
+}
+
 static struct wsdir *
 ops_dir(struct fuse_file_info *fi)
 {
@@ -1110,8 +1121,7 @@ ops_write_locked(void *arg, int err)
 		fuse_reply_err(pw->req, -err);
 		free(pw);
 	} else {
-		if (pw->f->kill_priv)
-			perm_write_kill_priv(pw->req, pw->f->fd);
+		ops_file_changing(pw->req, pw->f);
 		if (pw->f->direct)
 			glock_pages_stale(pw->f->inode);
 		ops_backing_write(pw->req, pw->f->fd, pw->buf, pw->size,
@@ -1158,8 +1168,7 @@ ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if (f->kill_priv)
-		perm_write_kill_priv(req, f->fd);
+	ops_file_changing(req, f);
 	if (f->direct)
 		glock_pages_stale(f->inode);
 	if (!__atomic_load_n(&f->wrote, __ATOMIC_RELAXED))
@@ -1656,9 +1665,7 @@ ops_fallocate_run(struct ops_change *c)
 	struct wsfile	*f = ops_file(&c->fi);
 	int		 r;
 
-	/* As a write: the kernel may have left the clearing to us. */
-	if (f->kill_priv)
-		perm_write_kill_priv(c->req, f->fd);
+	ops_file_changing(c->req, f);
 	r = fallocate(f->fd, (int)c->mode, c->off, c->len) == -1 ? errno : 0;
 	fuse_reply_err(c->req, r);
 	return 0;
@@ -1700,8 +1707,7 @@ ops_copy_run(struct ops_change *c)
 	off_t			 off_in = c->off, off_out = c->off2;
 	ssize_t			 n;
 
-	if (ops_file(&c->fi)->kill_priv)
-		perm_write_kill_priv(c->req, ops_file(&c->fi)->fd);
+	ops_file_changing(c->req, ops_file(&c->fi));
 	n = copy_file_range(ops_file(&fi_in)->fd, &off_in, ops_file(&c->fi)->fd,
 	    &off_out, c->size, (unsigned int)c->flags);
 	if (n == -1)
