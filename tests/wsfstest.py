@@ -13,6 +13,7 @@ Environment: WSFS_BUILDDIR (build tree, binaries below it) and WSFS_SRCDIR
 import ctypes
 import ctypes.util
 import errno
+import json
 import os
 import pickle
 import shutil
@@ -405,6 +406,19 @@ def run_py_as(uid, gid, code, groups=None, cwd=None, timeout=120):
     """Run a python snippet as uid/gid in a fresh interpreter."""
     return as_user(uid, gid, [PYTHON, "-c", code], groups=groups, cwd=cwd,
                    timeout=timeout)
+
+
+def status(mount):
+    """`wsctl status --json` of a mount (a Mount), as a dict."""
+    r = subprocess.run([WSCTL, "status", mount.mnt, "--json"], check=True,
+                       capture_output=True, text=True, timeout=20)
+    return json.loads(r.stdout)
+
+
+def op_count(mount, op):
+    """How many requests of kind op ("lookup", "xattr", ...) the mount's
+    daemon has answered, from its status."""
+    return status(mount)["operations"].get(op, {"count": 0})["count"]
 
 
 def call_as(uid, gid, fn, *args, groups=(), umask=None, **kwargs):

@@ -2,9 +2,7 @@
 leaves a big one's out (fs/ops.c, ops_dir_many): a listing of 4,000
 entries or more is mostly read for its names, and its first chunk would
 stat some 200 inodes before the first name came back."""
-import json
 import os
-import subprocess
 
 import wsfstest
 
@@ -14,15 +12,8 @@ import wsfstest
 NAME = "an-entry-name-long-enough-to-fill-blocks-{:05d}"
 
 
-def status(m):
-    r = subprocess.run([wsfstest.WSCTL, "status", m.mnt, "--json"],
-                       check=True, capture_output=True, text=True,
-                       timeout=20)
-    return json.loads(r.stdout)
-
-
 def lookups(m):
-    return status(m)["operations"].get("lookup", {"count": 0})["count"]
+    return wsfstest.op_count(m, "lookup")
 
 
 def fill(m, d, n):
@@ -45,12 +36,12 @@ def test_big_listing_stats_no_inode(mount_factory):
     m = mount_factory(opts={"entry_timeout": "60", "attr_timeout": "60"})
     src = fill(m, "big", 8000)
     assert os.stat(src).st_size >= 128 * 1024
-    before = status(m)["inodes"]
+    before = wsfstest.status(m)["inodes"]
     names = listed(m, "big")
     assert len(names) == 8000
     assert all(names[NAME.format(i)] for i in range(8000))
     # The directory itself; none of its 8,000 files.
-    assert status(m)["inodes"] - before <= 2
+    assert wsfstest.status(m)["inodes"] - before <= 2
     # A stat after the listing is a lookup, and sees the file as it is.
     st = os.lstat(m.path("ws1", "big", NAME.format(4321)))
     assert st.st_mode & 0o777 == 0o640 and st.st_size == 0

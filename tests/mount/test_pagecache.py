@@ -2,7 +2,6 @@
 handle that read at least 1 MiB and wrote nothing, the backing store's
 copy of its pages is dropped (fs/ops.c, ops_drop_backing_pages); a handle
 that wrote keeps them, and so does a small read."""
-import json
 import os
 import subprocess
 import time
@@ -23,11 +22,7 @@ def cached(path):
 
 
 def releases(mount):
-    r = subprocess.run([wsfstest.WSCTL, "status", mount.mnt, "--json"],
-                       check=True, capture_output=True, text=True,
-                       timeout=20)
-    return json.loads(r.stdout)["operations"].get(
-        "release", {"count": 0})["count"]
+    return wsfstest.op_count(mount, "release")
 
 
 def closed(mount, before, n):

@@ -32,6 +32,7 @@ import time
 
 import pytest
 
+import wsfstest
 from wsfstest import (RENAME_EXCHANGE, WSCTL, WSLOCKD, USER_GID, USER_UID,
                       TOP_LEVEL_CHANGES, call_as, reap, renameat2, wait_for)
 from wsfstest import errno_of as outcome_errno
@@ -433,16 +434,6 @@ def test_setuid_set_behind_the_mount_goes_with_the_next_write(
         assert f.read() == b"ab23456789"
 
 
-def status_json(m):
-    out = subprocess.run([WSCTL, "status", m.mnt, "--json"], check=True,
-                         capture_output=True, text=True, timeout=20).stdout
-    return json.loads(out)
-
-
-def xattr_requests(m):
-    return status_json(m)["operations"].get("xattr", {"count": 0})["count"]
-
-
 def test_writes_ask_for_no_capability_each(mount_factory):
     """wsfs takes over clearing set-id bits and capabilities on write
     (FUSE_HANDLE_KILLPRIV_V2, fs/loop.c), so the kernel stops asking for
@@ -455,17 +446,17 @@ def test_writes_ask_for_no_capability_each(mount_factory):
         pytest.skip(f"kernel {os.uname().release} has no "
                     "FUSE_HANDLE_KILLPRIV_V2 (5.11)")
     m = mount_factory(workspaces=("ws1",))
-    assert status_json(m)["setid_clearing"] == "wsfs"
+    assert wsfstest.status(m)["setid_clearing"] == "wsfs"
     out = subprocess.run([WSCTL, "status", m.mnt], check=True,
                          capture_output=True, text=True, timeout=20).stdout
     assert "set-id bits: cleared by wsfs on write" in out, out
     fd = os.open(m.path("ws1", "f"), os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         os.write(fd, b"0")
-        before = xattr_requests(m)
+        before = wsfstest.op_count(m, "xattr")
         for i in range(200):
             os.pwrite(fd, b"x", i)
-        asked = xattr_requests(m) - before
+        asked = wsfstest.op_count(m, "xattr") - before
     finally:
         os.close(fd)
     assert asked <= 2, f"{asked} xattr requests for 200 writes"
