@@ -102,6 +102,19 @@ control_setid_clearing(void)
 	return __atomic_load_n(&wsfs.server_kills_priv, __ATOMIC_ACQUIRE);
 }
 
+/* Who moves file data: the kernel (passthrough.c) or wsfs, and why. */
+static const char *
+control_data_path(void)
+{
+	if (pt_enabled())
+		return "passthrough";
+	if (!wsfs.conf.passthrough)
+		return "wsfs (passthrough=off)";
+	if (cluster_enabled())
+		return "wsfs (lock service)";
+	return "wsfs (the kernel offers no passthrough)";
+}
+
 static void
 control_status(FILE *f, int json)
 {
@@ -110,9 +123,11 @@ control_status(FILE *f, int json)
 	unsigned long		 inodes, fds, gcount, gidle, gcov;
 	unsigned long long	 removed = 0;
 	time_t			 last = 0;
+	uint64_t		 pt_opens, pt_cached, pt_bound;
 	int			 scratch, nws;
 
 	inode_stats(&inodes, &fds);
+	pt_counts(&pt_opens, &pt_cached, &pt_bound);
 	glock_stats(&gcount, &gidle, &gcov);
 	scratch = scratchd_status(&last, &removed);
 	if (json) {
@@ -132,6 +147,13 @@ control_status(FILE *f, int json)
 		    uring_active() ? "io_uring" : "syscalls",
 		    control_setid_clearing() ? "wsfs" : "kernel", inodes, fds,
 		    wsfs.conf.max_fds);
+		fputs("  \"data\": ", f);
+		json_put_str(f, control_data_path());
+		fprintf(f, ",\n  \"passthrough_opens\": %llu,\n"
+		    "  \"cached_opens\": %llu,\n  \"backing_bound\": %llu,\n",
+		    (unsigned long long)pt_opens,
+		    (unsigned long long)pt_cached,
+		    (unsigned long long)pt_bound);
 		fputs("  \"locks\": {\"service\": ", f);
 		json_put_str(f, wsfs.conf.lockd ? wsfs.conf.lockd : "embedded");
 		fputs(", \"node\": ", f);
@@ -184,6 +206,15 @@ control_status(FILE *f, int json)
 	    "cleared by wsfs on write (FUSE_HANDLE_KILLPRIV_V2)" :
 	    "cleared by the kernel (it asks for security.capability "
 	    "before every write)");
+	if (pt_enabled())
+		fprintf(f, "data:        read and written by the kernel on the "
+		    "backing files (FUSE_PASSTHROUGH): %llu opens; %llu "
+		    "through wsfs (set-id files); %llu files open\n",
+		    (unsigned long long)pt_opens,
+		    (unsigned long long)pt_cached,
+		    (unsigned long long)pt_bound);
+	else
+		fprintf(f, "data:        %s\n", control_data_path());
 	fprintf(f, "inodes:      %lu known, %lu fds open (max_fds %d)\n",
 	    inodes, fds, wsfs.conf.max_fds);
 	if (wsfs.conf.lockd != NULL)

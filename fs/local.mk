@@ -3,7 +3,7 @@ sbin_PROGRAMS += fs/wsfs
 fs_wsfs_SOURCES = fs/main.c fs/wsfs.h fs/inode.c fs/ops.c \
 	fs/priv.c fs/symlink.c fs/uring.c fs/cluster.c fs/glock.c \
 	fs/perm.c fs/plock.c fs/stats.c fs/control.c fs/scratchd.c \
-	fs/handle.c fs/loop.c
+	fs/handle.c fs/loop.c fs/passthrough.c
 fs_wsfs_CPPFLAGS = $(LOCKD_INC)
 fs_wsfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIH_CFLAGS) \
 	$(UUID_CFLAGS) $(CAPNG_CFLAGS)

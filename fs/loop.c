@@ -31,6 +31,9 @@
 
 #include "wsfs.h"
 
+/* Linux 6.9's INIT flag, missing from Debian 12's headers (7.38). */
+#define LOOP_FUSE_PASSTHROUGH	(1ULL << 37)
+
 /* Threads at most in read() of /dev/fuse at a time. */
 #define LOOP_READERS	2
 
@@ -55,6 +58,7 @@ static struct {
 	sem_t			 done;		/* posted when the loop ends */
 	uint64_t		 init_unique;	/* the INIT request's; atomic */
 	uint32_t		 init_flags;	/* what the kernel offered */
+	uint32_t		 init_flags2;	/* its flags2 (FUSE_INIT_EXT) */
 } loop = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.park = PTHREAD_COND_INITIALIZER,
@@ -92,10 +96,38 @@ loop_io_read(int fd, void *buf, size_t len, void *userdata)
 	    __atomic_load_n(&loop.init_unique, __ATOMIC_ACQUIRE) == 0) {
 		init = (const struct fuse_init_in *)(in + 1);
 		loop.init_flags = init->minor >= 33 ? init->flags : 0;
+		if ((loop.init_flags & FUSE_INIT_EXT) && n >=
+		    (ssize_t)(sizeof *in + offsetof(struct fuse_init_in,
+		    flags2) + sizeof init->flags2))
+			loop.init_flags2 = init->flags2;
 		__atomic_store_n(&loop.init_unique, in->unique,
 		    __ATOMIC_RELEASE);
 	}
 	return n;
+}
+
+/*
+ * Ask for kernel passthrough (passthrough.c) in the INIT reply when the
+ * kernel offered it, the configuration allows it and there is no lock
+ * service. Protocol 7.40 put max_stack_depth, which must be 1 or more,
+ * right after flags2, where 7.38's fuse_init_out has unused[0]: 1 lets
+ * the backing files be on any filesystem that is not itself stacked.
+ */
+static void
+loop_init_passthrough(struct fuse_init_out *init, size_t len)
+{
+	const uint32_t	pass = (uint32_t)(LOOP_FUSE_PASSTHROUGH >> 32);
+
+	if (!(loop.init_flags2 & pass) || !wsfs.conf.passthrough ||
+	    cluster_enabled() || (init->flags & FUSE_WRITEBACK_CACHE) ||
+	    len < offsetof(struct fuse_init_out, unused) +
+	    sizeof init->unused[0])
+		return;
+	init->flags |= FUSE_INIT_EXT;
+	init->flags2 |= pass;
+	init->unused[0] = 1;
+	/* Before the kernel can send an open. */
+	__atomic_store_n(&wsfs.passthrough, 1, __ATOMIC_RELEASE);
 }
 
 static ssize_t
@@ -119,9 +151,11 @@ loop_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 			__atomic_store_n(&wsfs.server_kills_priv, 1,
 			    __ATOMIC_RELEASE);
 		}
+		loop_init_passthrough(init, iov[1].iov_len);
 		__atomic_store_n(&loop.init_unique, UINT64_MAX,
 		    __ATOMIC_RELEASE);
-	}
+	} else
+		pt_reply_patch(iov, count);
 	return writev(fd, iov, count);
 }
 

@@ -93,6 +93,14 @@ struct inode {
 	 */
 	unsigned int		 xattr_seq;
 	unsigned int		 no_cap_at;
+	/*
+	 * Regular files (passthrough.c, its lock): the backing id the kernel
+	 * passes reads and writes through while pt_opens > 0, and the opens
+	 * served through wsfs's page cache instead; never both at once.
+	 */
+	int			 pt_id;
+	unsigned int		 pt_opens;
+	unsigned int		 pt_cached;
 	/* Workspace roots: the name at the top of SOURCE (const, wsctl ids). */
 	char			*name;
 };
@@ -118,6 +126,7 @@ struct wsfile {
 	const char	*held;		/* scratchd_hold's id, or NULL */
 	int		 kill_priv;	/* writes clear setuid/setgid here */
 	int		 direct;	/* writes bypass the page cache */
+	enum { PT_NONE, PT_PASS, PT_CACHED } pt; /* passthrough.c's lock */
 	uint64_t	 read;		/* bytes asked for through it (atomic) */
 	int		 wrote;		/* a write came through it (atomic) */
 	/*
@@ -154,6 +163,12 @@ struct wsfs {
 	 * first write request. Atomic.
 	 */
 	int			 server_kills_priv;
+	/*
+	 * The kernel passes reads and writes of regular files through to
+	 * the backing file (FUSE_PASSTHROUGH, loop.c, passthrough.c); set
+	 * before the first open request. Atomic.
+	 */
+	int			 passthrough;
 };
 
 extern struct wsfs wsfs;
@@ -463,6 +478,14 @@ int		 inode_openat_beneath(int dirfd, const char *name, int flags,
 		     mode_t mode);
 void		 inode_stats(unsigned long *inodes, unsigned long *fds);
 void		 inode_closes_wait(void);
+
+/* passthrough.c */
+int		 pt_enabled(void);
+void		 pt_counts(uint64_t *opens, uint64_t *cached,
+		    uint64_t *bound);
+int		 pt_file_open(struct wsfile *f, const struct stat *st);
+void		 pt_file_release(struct wsfile *f);
+void		 pt_reply_patch(struct iovec *iov, int count);
 
 /* priv.c */
 void		 priv_drop(void);

@@ -1,7 +1,10 @@
-"""A file read through the mount is cached once: at the release of a
-handle that read at least 1 MiB and wrote nothing, the backing store's
-copy of its pages is dropped (fs/ops.c, ops_drop_backing_pages); a handle
-that wrote keeps them, and so does a small read."""
+"""A file read through wsfs is cached once: at the release of a handle
+that read at least 1 MiB and wrote nothing, the backing store's copy of
+its pages is dropped (fs/ops.c, ops_drop_backing_pages); a handle that
+wrote keeps them, and so does a small read. That is the data path under a
+lock service and for set-id files; with kernel passthrough there is only
+the backing store's copy (tests/mount/test_passthrough.py), so these
+mounts have it off."""
 import os
 import subprocess
 import time
@@ -32,6 +35,11 @@ def closed(mount, before, n):
     while releases(mount) < before + n:
         assert time.monotonic() < end, "RELEASE never reached the daemon"
         time.sleep(0.05)
+
+
+@pytest.fixture
+def mount(mount_factory):
+    return mount_factory(opts={"passthrough": "off"})
 
 
 def backing(mount, name, size):

@@ -378,14 +378,17 @@ def test_capability_set_behind_the_mount_goes_with_the_next_write(
         assert f.read() == b"firstsecond"
 
 
+@pytest.mark.parametrize("passthrough", ["on", "off"])
 def test_setuid_set_behind_the_mount_goes_with_the_next_write(
-        mount_factory):
+        mount_factory, passthrough):
     """Once a write found a file without set-id bits, the kernel stops
     looking (S_NOSEC) and, with FUSE_HANDLE_KILLPRIV_V2, leaves the
     clearing to wsfs. A setuid bit set on the backing file afterwards,
     behind wsfs's back, must still go with the next write by a user who
-    does not own it, as on a local filesystem."""
-    m = mount_factory(workspaces=("ws1",))
+    does not own it, as on a local filesystem. With kernel passthrough
+    the write reaches no daemon: the backing write runs without
+    CAP_FSETID (fs/passthrough.c), so the backing filesystem clears it."""
+    m = mount_factory(workspaces=("ws1",), opts={"passthrough": passthrough})
     mp, bp = m.path("ws1", "f"), m.src("ws1", "f")
     with open(bp, "wb") as f:
         f.write(b"0123456789")
