@@ -288,6 +288,7 @@ control_metrics(FILE *f, void *arg)
 {
 	unsigned long		inodes, fds, gcount, gidle, gcov;
 	unsigned long long	removed = 0;
+	uint64_t		pt_opens, pt_cached, pt_bound;
 	time_t			last = 0;
 
 	inode_stats(&inodes, &fds);
@@ -308,6 +309,19 @@ control_metrics(FILE *f, void *arg)
 	    (double)control_workspaces(NULL, 0));
 	control_metric(f, "wsfs_io_uring", "gauge", "1 if the data path uses "
 	    "io_uring.", uring_active());
+	pt_counts(&pt_opens, &pt_cached, &pt_bound);
+	control_metric(f, "wsfs_passthrough", "gauge", "1 if the kernel reads "
+	    "and writes open files on their backing files (FUSE passthrough).",
+	    pt_enabled());
+	control_metric(f, "wsfs_passthrough_opens_total", "counter", "Opens "
+	    "whose reads and writes the kernel passed through.",
+	    (double)pt_opens);
+	control_metric(f, "wsfs_cached_opens_total", "counter", "Opens served "
+	    "through wsfs while passthrough is on (set-id files).",
+	    (double)pt_cached);
+	control_metric(f, "wsfs_passthrough_files", "gauge", "Files open "
+	    "through the kernel's passthrough (backing ids held).",
+	    (double)pt_bound);
 	control_metric(f, "wsfs_lock_service_up", "gauge", "1 if the lock "
 	    "session is up (always 1 when embedded).",
 	    !cluster_enabled() || !cluster_degraded());
