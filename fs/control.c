@@ -106,7 +106,7 @@ control_setid_clearing(void)
 static const char *
 control_data_path(void)
 {
-	if (pt_enabled())
+	if (passthrough_enabled())
 		return "passthrough";
 	if (!wsfs.conf.passthrough)
 		return "wsfs (passthrough=off)";
@@ -127,7 +127,7 @@ control_status(FILE *f, int json)
 	int			 scratch, nws;
 
 	inode_stats(&inodes, &fds);
-	pt_counts(&pt_opens, &pt_cached, &pt_bound);
+	passthrough_counts(&pt_opens, &pt_cached, &pt_bound);
 	glock_stats(&gcount, &gidle, &gcov);
 	scratch = scratchd_status(&last, &removed);
 	if (json) {
@@ -206,7 +206,7 @@ control_status(FILE *f, int json)
 	    "cleared by wsfs on write (FUSE_HANDLE_KILLPRIV_V2)" :
 	    "cleared by the kernel (it asks for security.capability "
 	    "before every write)");
-	if (pt_enabled())
+	if (passthrough_enabled())
 		fprintf(f, "data:        read and written by the kernel on the "
 		    "backing files (FUSE_PASSTHROUGH): %llu opens; %llu "
 		    "through wsfs (set-id files); %llu files open\n",
@@ -309,10 +309,10 @@ control_metrics(FILE *f, void *arg)
 	    (double)control_workspaces(NULL, 0));
 	control_metric(f, "wsfs_io_uring", "gauge", "1 if the data path uses "
 	    "io_uring.", uring_active());
-	pt_counts(&pt_opens, &pt_cached, &pt_bound);
+	passthrough_counts(&pt_opens, &pt_cached, &pt_bound);
 	control_metric(f, "wsfs_passthrough", "gauge", "1 if the kernel reads "
 	    "and writes open files on their backing files (FUSE passthrough).",
-	    pt_enabled());
+	    passthrough_enabled());
 	control_metric(f, "wsfs_passthrough_opens_total", "counter", "Opens "
 	    "whose reads and writes the kernel passed through.",
 	    (double)pt_opens);

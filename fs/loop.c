@@ -155,7 +155,7 @@ loop_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		__atomic_store_n(&loop.init_unique, UINT64_MAX,
 		    __ATOMIC_RELEASE);
 	} else
-		pt_reply_patch(iov, count);
+		passthrough_reply(iov, count);
 	return writev(fd, iov, count);
 }
 

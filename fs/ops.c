@@ -941,7 +941,7 @@ ops_file_new(struct inode *in, int fd, const struct stat *st,
 	f->kill_priv = perm_write_kills_priv(fd, st, flags, fi->direct_io ||
 	    __atomic_load_n(&wsfs.server_kills_priv, __ATOMIC_ACQUIRE));
 	/* The kernel refuses a page cache beside a passthrough open. */
-	if (pt_file_open(f, st))
+	if (passthrough_open(f, st))
 		fi->keep_cache = 0;
 	inode_opened(in, 1);
 	f->held = scratchd_hold(in);
@@ -1240,7 +1240,7 @@ ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	for (i = 0; i < f->nowners; i++)
 		plock_release_owner(in, f->owners[i], 0);
 	ops_drop_backing_pages(f);
-	pt_file_release(f);
+	passthrough_release(f);
 	handle_del(&f->h);
 	ops_file_free(f);
 	inode_opened(in, -1);

@@ -8,8 +8,8 @@
  *
  * libfuse 3.14 knows none of it. loop.c asks for it in the INIT reply,
  * and sets the backing id into the reply of an OPEN or CREATE that
- * pt_file_open bound (pt_reply_patch). The kernel takes a file's backing
- * through an id that FUSE_DEV_IOC_BACKING_OPEN returns; it allows one
+ * passthrough_open bound (passthrough_reply). The kernel takes a file's
+ * backing through an id that FUSE_DEV_IOC_BACKING_OPEN returns; it allows one
  * backing per inode at a time, and no open that uses its own page cache
  * (cached) beside one that passes through. So each inode keeps one id
  * while it has passthrough opens, and an inode opened cached stays cached
@@ -78,7 +78,7 @@ static struct {
 
 /*
  * The OPEN or CREATE reply this thread is about to send: the handle it
- * names and the backing id to put in it (pt_reply_patch).
+ * names and the backing id to put in it (passthrough_reply).
  */
 static __thread struct {
 	uint64_t	fh;
@@ -92,7 +92,7 @@ static __thread struct {
  * the ioctl returns.
  */
 static int
-pt_ioctl(unsigned long cmd, void *arg)
+passthrough_ioctl(unsigned long cmd, void *arg)
 {
 	struct __user_cap_header_struct	 h = {
 		.version = _LINUX_CAPABILITY_VERSION_3,
@@ -116,13 +116,13 @@ pt_ioctl(unsigned long cmd, void *arg)
 }
 
 int
-pt_enabled(void)
+passthrough_enabled(void)
 {
 	return __atomic_load_n(&wsfs.passthrough, __ATOMIC_ACQUIRE);
 }
 
 void
-pt_counts(uint64_t *opens, uint64_t *cached, uint64_t *bound)
+passthrough_counts(uint64_t *opens, uint64_t *cached, uint64_t *bound)
 {
 	*opens = __atomic_load_n(&pt.opens, __ATOMIC_RELAXED);
 	*cached = __atomic_load_n(&pt.cached, __ATOMIC_RELAXED);
@@ -142,7 +142,7 @@ pt_counts(uint64_t *opens, uint64_t *cached, uint64_t *bound)
  * no mode in the kernel and is left as it is.
  */
 int
-pt_file_open(struct wsfile *f, const struct stat *st)
+passthrough_open(struct wsfile *f, const struct stat *st)
 {
 	struct inode		*in = f->inode;
 	struct pt_backing_map	 map;
@@ -150,7 +150,7 @@ pt_file_open(struct wsfile *f, const struct stat *st)
 	int			 id;
 
 	pt_next.fh = 0;
-	if (!pt_enabled())
+	if (!passthrough_enabled())
 		return 0;
 	if (st == NULL) {
 		st = &sb;
@@ -173,7 +173,7 @@ pt_file_open(struct wsfile *f, const struct stat *st)
 	if (in->pt_opens == 0) {
 		memset(&map, 0, sizeof map);
 		map.fd = f->fd;
-		if ((id = pt_ioctl(PT_IOC_BACKING_OPEN, &map)) <= 0) {
+		if ((id = passthrough_ioctl(PT_IOC_BACKING_OPEN, &map)) <= 0) {
 			/* Once: the next opens of every inode go cached. */
 			pt.failed = 1;
 			in->pt_cached++;
@@ -198,7 +198,7 @@ pt_file_open(struct wsfile *f, const struct stat *st)
 
 /* The kernel released f: give back its share of the inode's mode. */
 void
-pt_file_release(struct wsfile *f)
+passthrough_release(struct wsfile *f)
 {
 	struct inode	*in = f->inode;
 	uint32_t	 id = 0;
@@ -214,7 +214,7 @@ pt_file_release(struct wsfile *f)
 		in->pt_id = 0;
 		pt.bound--;
 		/* Under the lock: a new open must not find the old id gone. */
-		if ((r = pt_ioctl(PT_IOC_BACKING_CLOSE, &id)) < 0)
+		if ((r = passthrough_ioctl(PT_IOC_BACKING_CLOSE, &id)) < 0)
 			log_warn("FUSE_DEV_IOC_BACKING_CLOSE %u: %s", id,
 			    strerror(-r));
 	}
@@ -224,13 +224,13 @@ pt_file_release(struct wsfile *f)
 
 /*
  * Called by loop.c for every reply this thread writes: if it is the
- * reply to the OPEN or CREATE that pt_file_open bound, mark it as
+ * reply to the OPEN or CREATE that passthrough_open bound, mark it as
  * passing through to the backing id. libfuse sends a reply as a header
  * and one body; the body of an OPEN is a fuse_open_out, that of a CREATE
  * a fuse_entry_out and a fuse_open_out, and fh names the handle.
  */
 void
-pt_reply_patch(struct iovec *iov, int count)
+passthrough_reply(struct iovec *iov, int count)
 {
 	const struct fuse_out_header	*out;
 	struct pt_open_out		*o;

@@ -480,12 +480,12 @@ void		 inode_stats(unsigned long *inodes, unsigned long *fds);
 void		 inode_closes_wait(void);
 
 /* passthrough.c */
-int		 pt_enabled(void);
-void		 pt_counts(uint64_t *opens, uint64_t *cached,
+int		 passthrough_enabled(void);
+void		 passthrough_counts(uint64_t *opens, uint64_t *cached,
 		    uint64_t *bound);
-int		 pt_file_open(struct wsfile *f, const struct stat *st);
-void		 pt_file_release(struct wsfile *f);
-void		 pt_reply_patch(struct iovec *iov, int count);
+int		 passthrough_open(struct wsfile *f, const struct stat *st);
+void		 passthrough_release(struct wsfile *f);
+void		 passthrough_reply(struct iovec *iov, int count);
 
 /* priv.c */
 void		 priv_drop(void);
