@@ -48,9 +48,9 @@ static struct {
 	pthread_cond_t		 park;		/* a reader is wanted; lock */
 	unsigned int		 max;
 	unsigned int		 nthreads;	/* started; lock */
-	unsigned int		 readers;	/* in or bound for read(); lock */
+	unsigned int		 readers;	/* in or bound for read(); atomic */
 	unsigned int		 parked;	/* waiting on park; lock */
-	unsigned int		 forgetting;	/* serving a FORGET; lock */
+	unsigned int		 forgetting;	/* serving a FORGET; atomic */
 	int			 error;		/* first receive error; lock */
 	int			 start_failed;	/* logged once; lock */
 	int			 ending;	/* no new threads; lock */
@@ -217,59 +217,92 @@ loop_end(int error)
 	sem_post(&loop.done);
 }
 
-static void *
-loop_worker(void *arg)
+/*
+ * Take a reader's place: without the lock while there is room, since
+ * every request passes here; parked on loop.park while there is none.
+ * Returns 0, or -1 once the session has ended.
+ */
+static int
+loop_take_read(void)
 {
-	struct loop_worker	*w = arg;
-	int			 r, forget;
+	unsigned int	n;
 
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	pthread_mutex_lock(&loop.lock);
 	for (;;) {
-		while (loop.readers >= LOOP_READERS &&
-		    !fuse_session_exited(loop.se)) {
+		if (fuse_session_exited(loop.se))
+			return -1;
+		n = __atomic_load_n(&loop.readers, __ATOMIC_ACQUIRE);
+		if (n < LOOP_READERS) {
+			if (__atomic_compare_exchange_n(&loop.readers, &n, n + 1,
+			    0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				return 0;
+			continue;
+		}
+		/*
+		 * A reader that leaves none behind signals under the lock,
+		 * after its count went down: checked under the lock here,
+		 * the count is either seen down or the signal comes later.
+		 */
+		pthread_mutex_lock(&loop.lock);
+		if (__atomic_load_n(&loop.readers, __ATOMIC_ACQUIRE) >=
+		    LOOP_READERS && !fuse_session_exited(loop.se)) {
 			loop.parked++;
 			pthread_cond_wait(&loop.park, &loop.lock);
 			loop.parked--;
 		}
-		if (fuse_session_exited(loop.se))
-			break;
-		loop.readers++;
 		pthread_mutex_unlock(&loop.lock);
+	}
+}
 
+static void *
+loop_worker(void *arg)
+{
+	struct loop_worker	*w = arg;
+	unsigned int		 left;
+	int			 r, forget;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	while (loop_take_read() == 0) {
 		/* The one place the main thread may cancel a worker. */
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		r = fuse_session_receive_buf(loop.se, &w->buf);
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 
-		pthread_mutex_lock(&loop.lock);
-		loop.readers--;
+		/*
+		 * A FORGET, which the kernel sends beside the calls of one
+		 * process, never waits: its thread counts as a reader, from
+		 * before it stops counting as one.
+		 */
+		forget = r > 0 && loop_forget(&w->buf);
+		if (forget)
+			__atomic_add_fetch(&loop.forgetting, 1,
+			    __ATOMIC_ACQ_REL);
+		left = __atomic_sub_fetch(&loop.readers, 1, __ATOMIC_ACQ_REL);
 		if (r == -EINTR)
 			continue;
 		if (r <= 0) {		/* 0: unmounted */
+			pthread_mutex_lock(&loop.lock);
 			loop_end(r);
+			pthread_mutex_unlock(&loop.lock);
 			break;
 		}
 		/*
 		 * Serving this request may take long (a lock, a slow disk):
 		 * if no other thread is left to read the next, one must be.
-		 * A FORGET, which the kernel sends beside the calls of one
-		 * process, never waits: its thread counts as a reader.
 		 */
-		forget = loop_forget(&w->buf);
-		loop.forgetting += forget;
-		if (!forget && loop.readers + loop.forgetting == 0) {
+		if (!forget && left + __atomic_load_n(&loop.forgetting,
+		    __ATOMIC_ACQUIRE) == 0) {
+			pthread_mutex_lock(&loop.lock);
 			if (loop.parked > 0)
 				pthread_cond_signal(&loop.park);
 			else
 				(void)loop_start_thread();
+			pthread_mutex_unlock(&loop.lock);
 		}
-		pthread_mutex_unlock(&loop.lock);
 		fuse_session_process_buf(loop.se, &w->buf);
-		pthread_mutex_lock(&loop.lock);
-		loop.forgetting -= forget;
+		if (forget)
+			__atomic_sub_fetch(&loop.forgetting, 1,
+			    __ATOMIC_ACQ_REL);
 	}
-	pthread_mutex_unlock(&loop.lock);
 	return NULL;
 }
 
