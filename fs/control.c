@@ -106,6 +106,14 @@ control_setid_clearing(void)
 static const char *
 control_data_path(void)
 {
+	static char	buf[128];
+	int		e;
+
+	if (passthrough_enabled() && (e = passthrough_failed()) != 0) {
+		snprintf(buf, sizeof buf, "wsfs (no backing file could be "
+		    "passed through: %s)", strerror(e));
+		return buf;
+	}
 	if (passthrough_enabled())
 		return "passthrough";
 	if (!wsfs.conf.passthrough)
@@ -206,7 +214,7 @@ control_status(FILE *f, int json)
 	    "cleared by wsfs on write (FUSE_HANDLE_KILLPRIV_V2)" :
 	    "cleared by the kernel (it asks for security.capability "
 	    "before every write)");
-	if (passthrough_enabled())
+	if (passthrough_enabled() && passthrough_failed() == 0)
 		fprintf(f, "data:        read and written by the kernel on the "
 		    "backing files (FUSE_PASSTHROUGH): %llu opens; %llu "
 		    "through wsfs (set-id files); %llu files open\n",

@@ -68,7 +68,7 @@ struct pt_open_out {
 
 static struct {
 	pthread_mutex_t	 lock;		/* every inode's pt_* fields */
-	int		 failed;	/* lock; registration failed once */
+	int		 failed;	/* lock; errno of a failed registration */
 	uint64_t	 opens;		/* atomic: passthrough opens, total */
 	uint64_t	 cached;	/* atomic: cached opens, total */
 	uint64_t	 bound;		/* lock: inodes with a backing id */
@@ -119,6 +119,21 @@ int
 passthrough_enabled(void)
 {
 	return __atomic_load_n(&wsfs.passthrough, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Why files are no longer bound (an errno: the backing filesystem is
+ * stacked too deep, or the daemon lacks CAP_SYS_ADMIN), or 0.
+ */
+int
+passthrough_failed(void)
+{
+	int	e;
+
+	pthread_mutex_lock(&pt.lock);
+	e = pt.failed;
+	pthread_mutex_unlock(&pt.lock);
+	return e;
 }
 
 void
@@ -175,13 +190,17 @@ passthrough_open(struct wsfile *f, const struct stat *st)
 		map.fd = f->fd;
 		if ((id = passthrough_ioctl(PT_IOC_BACKING_OPEN, &map)) <= 0) {
 			/* Once: the next opens of every inode go cached. */
-			pt.failed = 1;
-			in->pt_cached++;
-			f->pt = PT_CACHED;
+			id = pt.failed = id < 0 ? -id : EINVAL;
+			if (!f->direct) {
+				in->pt_cached++;
+				f->pt = PT_CACHED;
+				__atomic_add_fetch(&pt.cached, 1,
+				    __ATOMIC_RELAXED);
+			}
 			pthread_mutex_unlock(&pt.lock);
 			log_warn("no passthrough: FUSE_DEV_IOC_BACKING_OPEN: "
 			    "%s; reads and writes go through wsfs",
-			    strerror(id < 0 ? -id : EINVAL));
+			    strerror(id));
 			return 0;
 		}
 		in->pt_id = id;

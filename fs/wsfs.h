@@ -481,6 +481,7 @@ void		 inode_closes_wait(void);
 
 /* passthrough.c */
 int		 passthrough_enabled(void);
+int		 passthrough_failed(void);
 void		 passthrough_counts(uint64_t *opens, uint64_t *cached,
 		    uint64_t *bound);
 int		 passthrough_open(struct wsfile *f, const struct stat *st);

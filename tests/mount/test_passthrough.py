@@ -6,11 +6,14 @@ two on one inode: every open below must succeed, whatever came before
 it."""
 import mmap
 import os
+import shutil
 import stat
+import subprocess
 import time
 
 import pytest
 
+import wsfstest
 from wsfstest import (USER_GID, USER_UID, call_as, op_count, same_on_both,
                       status)
 
@@ -197,3 +200,45 @@ def test_passthrough_off_serves_data_through_wsfs(mount_factory):
         assert f.read() == b"x" * 5000
     assert op_count(m, "write") >= 1
     assert status(m)["passthrough_opens"] == 0
+
+
+def test_stacked_source_falls_back_to_wsfs(mount_factory):
+    """A SOURCE on overlayfs is stacked already: the kernel will not bind
+    its files (ELOOP), so every open is served through wsfs, data stays
+    whole and status says why."""
+    base = wsfstest.make_base()
+    lower, upper, work, src = (os.path.join(base, d)
+                               for d in ("lower", "upper", "work", "ovl"))
+    for d in (lower, upper, work, src):
+        os.mkdir(d)
+    os.mkdir(os.path.join(lower, "ws1"))
+    os.chmod(os.path.join(lower, "ws1"), 0o755)
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={lower},upperdir={upper},workdir={work}",
+                        src], capture_output=True, text=True)
+    if r.returncode != 0:
+        shutil.rmtree(base)
+        pytest.skip(f"cannot mount overlayfs here: {r.stderr.strip()}")
+    m = None
+    try:
+        m = mount_factory(workspaces=("ws1",), source=src)
+        if status(m)["data"] == "wsfs (the kernel offers no passthrough)":
+            pytest.skip("this kernel offers no FUSE passthrough")
+        want = os.urandom(300000)
+        for i in range(3):
+            with open(m.path("ws1", f"f{i}"), "wb") as f:
+                f.write(want)
+            with open(m.path("ws1", f"f{i}"), "rb") as f:
+                assert f.read() == want
+        fd = os.open(m.path("ws1", "f0"), os.O_RDONLY | os.O_DIRECT)
+        os.close(fd)
+        s = status(m)
+        assert s["data"].startswith("wsfs (no backing file could be "
+                                    "passed through"), s["data"]
+        assert s["passthrough_opens"] == 0 and s["cached_opens"] >= 6
+        assert op_count(m, "write") >= 3
+    finally:
+        if m is not None:
+            m.stop()	# before the overlay it serves
+        subprocess.run(["umount", src])
+        shutil.rmtree(base, ignore_errors=True)
