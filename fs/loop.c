@@ -31,9 +31,6 @@
 
 #include "wsfs.h"
 
-/* Linux 6.9's INIT flag, missing from Debian 12's headers (7.38). */
-#define LOOP_FUSE_PASSTHROUGH	(1ULL << 37)
-
 /* Threads at most in read() of /dev/fuse at a time. */
 #define LOOP_READERS	2
 
@@ -106,30 +103,6 @@ loop_io_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
-/*
- * Ask for kernel passthrough (passthrough.c) in the INIT reply when the
- * kernel offered it, the configuration allows it and there is no lock
- * service. Protocol 7.40 put max_stack_depth, which must be 1 or more,
- * right after flags2, where 7.38's fuse_init_out has unused[0]: 1 lets
- * the backing files be on any filesystem that is not itself stacked.
- */
-static void
-loop_init_passthrough(struct fuse_init_out *init, size_t len)
-{
-	const uint32_t	pass = (uint32_t)(LOOP_FUSE_PASSTHROUGH >> 32);
-
-	if (!(loop.init_flags2 & pass) || !wsfs.conf.passthrough ||
-	    cluster_enabled() || (init->flags & FUSE_WRITEBACK_CACHE) ||
-	    len < offsetof(struct fuse_init_out, unused) +
-	    sizeof init->unused[0])
-		return;
-	init->flags |= FUSE_INIT_EXT;
-	init->flags2 |= pass;
-	init->unused[0] = 1;
-	/* Before the kernel can send an open. */
-	__atomic_store_n(&wsfs.passthrough, 1, __ATOMIC_RELEASE);
-}
-
 static ssize_t
 loop_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
@@ -151,7 +124,7 @@ loop_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 			__atomic_store_n(&wsfs.server_kills_priv, 1,
 			    __ATOMIC_RELEASE);
 		}
-		loop_init_passthrough(init, iov[1].iov_len);
+		passthrough_init(init, iov[1].iov_len, loop.init_flags2);
 		__atomic_store_n(&loop.init_unique, UINT64_MAX,
 		    __ATOMIC_RELEASE);
 	} else

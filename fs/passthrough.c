@@ -6,11 +6,12 @@
  * service: under cluster locks the daemon sees every write (fences,
  * appends) and drops pages on revoke.
  *
- * libfuse 3.14 knows none of it. loop.c asks for it in the INIT reply,
- * and sets the backing id into the reply of an OPEN or CREATE that
- * passthrough_open bound (passthrough_reply). The kernel takes a file's
- * backing through an id that FUSE_DEV_IOC_BACKING_OPEN returns; it allows one
- * backing per inode at a time, and no open that uses its own page cache
+ * libfuse 3.14 knows none of it. Through loop.c's hook on /dev/fuse,
+ * passthrough_init asks for it in the INIT reply, and passthrough_reply
+ * sets the backing id into the reply of an OPEN or CREATE that
+ * passthrough_open bound. The kernel takes a file's backing through an
+ * id that FUSE_DEV_IOC_BACKING_OPEN returns; it allows one backing per
+ * inode at a time, and no open that uses its own page cache
  * (cached) beside one that passes through. So each inode keeps one id
  * while it has passthrough opens, and an inode opened cached stays cached
  * until all its opens are released: the counts below lag the kernel's
@@ -40,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +49,7 @@
 #include "wsfs.h"
 
 /* Linux 6.9 uapi, missing from Debian 12's headers (protocol 7.38). */
+#define PT_FUSE_PASSTHROUGH	(1ULL << 37)	/* INIT flags2 bit 5 */
 #ifndef FOPEN_PASSTHROUGH
 #define FOPEN_PASSTHROUGH	(1 << 7)
 #endif
@@ -113,6 +116,32 @@ passthrough_ioctl(unsigned long cmd, void *arg)
 	if (syscall(SYS_capset, &h, old) == -1)
 		fatal("could not restore capabilities after a backing ioctl");
 	return r == -1 ? -e : r;
+}
+
+/*
+ * Ask for passthrough in the INIT reply init (len bytes; loop.c) when the
+ * kernel offered it in flags2, the configuration allows it and there is
+ * no lock service. Protocol 7.40 put max_stack_depth, which must be 1 or
+ * more, right after flags2, where 7.38's fuse_init_out has unused[0]: 1
+ * lets the backing files be on any filesystem that is not itself
+ * stacked.
+ */
+void
+passthrough_init(struct fuse_init_out *init, size_t len,
+    uint32_t kernel_flags2)
+{
+	const uint32_t	pass = (uint32_t)(PT_FUSE_PASSTHROUGH >> 32);
+
+	if (!(kernel_flags2 & pass) || !wsfs.conf.passthrough ||
+	    cluster_enabled() || (init->flags & FUSE_WRITEBACK_CACHE) ||
+	    len < offsetof(struct fuse_init_out, unused) +
+	    sizeof init->unused[0])
+		return;
+	init->flags |= FUSE_INIT_EXT;
+	init->flags2 |= pass;
+	init->unused[0] = 1;
+	/* Before the kernel can send an open. */
+	__atomic_store_n(&wsfs.passthrough, 1, __ATOMIC_RELEASE);
 }
 
 int

@@ -480,6 +480,9 @@ void		 inode_stats(unsigned long *inodes, unsigned long *fds);
 void		 inode_closes_wait(void);
 
 /* passthrough.c */
+struct fuse_init_out;
+void		 passthrough_init(struct fuse_init_out *init, size_t len,
+		    uint32_t kernel_flags2);
 int		 passthrough_enabled(void);
 int		 passthrough_failed(void);
 void		 passthrough_counts(uint64_t *opens, uint64_t *cached,
