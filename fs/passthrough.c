@@ -97,18 +97,27 @@ static __thread struct {
 static int
 passthrough_ioctl(unsigned long cmd, void *arg)
 {
-	struct __user_cap_header_struct	 h = {
+	/*
+	 * A request thread's capabilities are set once, before it starts
+	 * (priv_drop), and only changed here: read them once per thread.
+	 */
+	static __thread struct __user_cap_data_struct	 old[2], raised[2];
+	static __thread int				 known;
+	struct __user_cap_header_struct			 h = {
 		.version = _LINUX_CAPABILITY_VERSION_3,
 	};
-	struct __user_cap_data_struct	 old[2], raised[2];
-	int				 r, e;
+	int						 r, e;
 
-	if (syscall(SYS_capget, &h, old) == -1)
-		return -errno;
-	memcpy(raised, old, sizeof raised);
-	raised[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective |=
-	    CAP_TO_MASK(CAP_SYS_ADMIN);
-	raised[CAP_TO_INDEX(CAP_FSETID)].effective &= ~CAP_TO_MASK(CAP_FSETID);
+	if (!known) {
+		if (syscall(SYS_capget, &h, old) == -1)
+			return -errno;
+		memcpy(raised, old, sizeof raised);
+		raised[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective |=
+		    CAP_TO_MASK(CAP_SYS_ADMIN);
+		raised[CAP_TO_INDEX(CAP_FSETID)].effective &=
+		    ~CAP_TO_MASK(CAP_FSETID);
+		known = 1;
+	}
 	if (syscall(SYS_capset, &h, raised) == -1)
 		return -errno;
 	r = ioctl(fuse_session_fd(wsfs.se), cmd, arg);
