@@ -161,7 +161,7 @@ class SlowBacking:
         return False
 
 
-def test_class11_slow_backing_reads(layout, amount):
+def test_class11_slow_backing_reads(layout, amount_factory):
     """64 clients reading 64 different files whose backing reads are
     throttled to 256 KiB/s for the daemon (blkio cgroup), that is, slow
     storage: far more in-flight slow I/O than worker threads. stat and a
@@ -172,7 +172,12 @@ def test_class11_slow_backing_reads(layout, amount):
     readers' reads, as they would on any filesystem on that storage (the
     watchdog still fails the test if they never answer). Every other round
     drops the page cache itself once the readers are waiting, so that the
-    daemon meets cold inodes (atime updates, evictions, reopens) there."""
+    daemon meets cold inodes (atime updates, evictions, reopens) there.
+    The mount serves data itself (passthrough=off): with the kernel's
+    passthrough the readers would read the backing files in their own
+    context, out of the daemon's throttled cgroup, and no request would
+    wait in the daemon."""
+    amount = amount_factory({"passthrough": "off"})
     L = layout
     st = STATS[11]
     why = SlowBacking.unavailable(L.src)
