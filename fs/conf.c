@@ -52,6 +52,7 @@ static const struct conf_key conf_keys[] = {
 	{ "max_fds",		    CT_INT,    OFF(max_fds),		0, 1 << 24 },
 	{ "uring",		    CT_URING,  OFF(uring),		0, 0 },
 	{ "passthrough",	    CT_BOOL,   OFF(passthrough),	0, 0 },
+	{ "fuse_uring",		    CT_BOOL,   OFF(fuse_uring),		0, 0 },
 	{ "allow_writable_source",  CT_BOOL,   OFF(allow_writable_source), 0, 0 },
 	{ "control_socket",	    CT_STR,    OFF(control_socket),	0, 0 },
 	{ "metrics",		    CT_STR,    OFF(metrics),		0, 0 },
@@ -82,6 +83,7 @@ conf_init(struct wsfs_conf *c)
 	c->max_threads = 16;
 	c->uring = CONF_URING_AUTO;
 	c->passthrough = 1;
+	c->fuse_uring = 1;
 	c->admin_uid = -1;
 	/* Half of wslockd's default per-session quota, for object locks. */
 	c->plock_max_per_uid = 4096;

@@ -40,6 +40,7 @@ struct wsfs_conf {
 	int		 max_fds;	/* 0: derived from RLIMIT_NOFILE */
 	enum conf_uring	 uring;
 	int		 passthrough;	/* kernel passthrough without lockd */
+	int		 fuse_uring;	/* FUSE over io_uring without lockd */
 	int		 allow_writable_source;
 	char		*control_socket;
 	char		*metrics;

@@ -131,11 +131,14 @@ control_status(FILE *f, int json)
 	unsigned long		 inodes, fds, gcount, gidle, gcov;
 	unsigned long long	 removed = 0;
 	time_t			 last = 0;
-	uint64_t		 pt_opens, pt_cached, pt_bound;
+	uint64_t		 pt_opens, pt_cached, pt_bound, ring_taken;
+	unsigned int		 ring_q, ring_t;
+	const char		*dev_why;
 	int			 scratch, nws;
 
 	inode_stats(&inodes, &fds);
 	passthrough_counts(&pt_opens, &pt_cached, &pt_bound);
+	dev_why = uring_fuse_channel(&ring_q, &ring_t, &ring_taken);
 	glock_stats(&gcount, &gidle, &gcov);
 	scratch = scratchd_status(&last, &removed);
 	if (json) {
@@ -155,6 +158,17 @@ control_status(FILE *f, int json)
 		    uring_active() ? "io_uring" : "syscalls",
 		    control_setid_clearing() ? "wsfs" : "kernel", inodes, fds,
 		    wsfs.conf.max_fds);
+		if (dev_why == NULL)
+			fprintf(f, "  \"channel\": \"io_uring\", "
+			    "\"ring_queues\": %u, \"ring_threads\": %u, "
+			    "\"ring_requests\": %llu,\n", ring_q, ring_t,
+			    (unsigned long long)ring_taken);
+		else {
+			fputs("  \"channel\": \"/dev/fuse\", "
+			    "\"channel_why\": ", f);
+			json_put_str(f, dev_why);
+			fputs(",\n", f);
+		}
 		fputs("  \"data\": ", f);
 		json_put_str(f, control_data_path());
 		fprintf(f, ",\n  \"passthrough_opens\": %llu,\n"
@@ -210,6 +224,12 @@ control_status(FILE *f, int json)
 	fprintf(f, "%s(%d)\n", nws ? " " : "", nws);
 	fprintf(f, "io:          %s\n", uring_active() ? "io_uring" :
 	    "plain syscalls");
+	if (dev_why == NULL)
+		fprintf(f, "requests:    through FUSE over io_uring: %u queues, "
+		    "%u threads, %llu requests\n", ring_q, ring_t,
+		    (unsigned long long)ring_taken);
+	else
+		fprintf(f, "requests:    through /dev/fuse (%s)\n", dev_why);
 	fprintf(f, "set-id bits: %s\n", control_setid_clearing() ?
 	    "cleared by wsfs on write (FUSE_HANDLE_KILLPRIV_V2)" :
 	    "cleared by the kernel (it asks for security.capability "
@@ -298,6 +318,8 @@ control_metrics(FILE *f, void *arg)
 	unsigned long long	removed = 0;
 	uint64_t		pt_opens, pt_cached, pt_bound;
 	time_t			last = 0;
+	uint64_t		ring_taken;
+	unsigned int		ring_q, ring_t;
 
 	inode_stats(&inodes, &fds);
 	glock_stats(&gcount, &gidle, &gcov);
@@ -317,6 +339,11 @@ control_metrics(FILE *f, void *arg)
 	    (double)control_workspaces(NULL, 0));
 	control_metric(f, "wsfs_io_uring", "gauge", "1 if the data path uses "
 	    "io_uring.", uring_active());
+	control_metric(f, "wsfs_fuse_uring", "gauge", "1 if requests come "
+	    "through FUSE over io_uring rather than /dev/fuse.",
+	    uring_fuse_channel(&ring_q, &ring_t, &ring_taken) == NULL);
+	control_metric(f, "wsfs_fuse_uring_requests_total", "counter",
+	    "Requests served through FUSE over io_uring.", (double)ring_taken);
 	passthrough_counts(&pt_opens, &pt_cached, &pt_bound);
 	control_metric(f, "wsfs_passthrough", "gauge", "1 if the kernel reads "
 	    "and writes open files on their backing files (FUSE passthrough).",

@@ -109,6 +109,8 @@ loop_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	const struct fuse_out_header	*out = iov[0].iov_base;
 	struct fuse_init_out		*init;
 	uint64_t			 u;
+	ssize_t				 n;
+	int				 i;
 
 	(void)userdata;
 	u = __atomic_load_n(&loop.init_unique, __ATOMIC_ACQUIRE);
@@ -125,10 +127,20 @@ loop_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 			    __ATOMIC_RELEASE);
 		}
 		passthrough_init(init, iov[1].iov_len, loop.init_flags2);
+		uring_fuse_init(init, iov[1].iov_len, loop.init_flags2);
 		__atomic_store_n(&loop.init_unique, UINT64_MAX,
 		    __ATOMIC_RELEASE);
-	} else
-		passthrough_reply(iov, count);
+		/* The kernel takes ring entries once it has the reply. */
+		if ((n = writev(fd, iov, count)) != -1)
+			uring_fuse_start(fd, loop.max);
+		return n;
+	}
+	passthrough_reply(iov, count);
+	if (uring_fuse_answer(iov, count)) {
+		for (i = 0, n = 0; i < count; i++)
+			n += (ssize_t)iov[i].iov_len;
+		return n;
+	}
 	return writev(fd, iov, count);
 }
 
@@ -315,6 +327,7 @@ loop_run(struct fuse_session *se, unsigned int max_threads)
 	/* Woken by a worker at the end, or by a signal (loop_wake). */
 	while (!fuse_session_exited(se))
 		(void)sem_wait(&loop.done);
+	uring_fuse_stop();
 
 	/*
 	 * Threads in read() are cancelled there; the others see the end

@@ -595,6 +595,19 @@ void		 uring_write_now(fuse_req_t req, int fd, const char *buf,
 void		 uring_write(fuse_req_t req, int fd, const char *buf,
 		     size_t size, off_t off, uring_done_fn fn, void *fn_arg);
 void		 uring_fsync(fuse_req_t req, int fd, int datasync);
+/*
+ * FUSE over io_uring: uring_fuse_init patches the INIT reply (loop.c),
+ * uring_fuse_start starts the ring threads once the kernel has it;
+ * uring_fuse_answer takes an answer for a request from a ring (1) or
+ * leaves it to /dev/fuse (0).
+ */
+void		 uring_fuse_init(struct fuse_init_out *init, size_t len,
+		     uint32_t kernel_flags2);
+void		 uring_fuse_start(int devfd, unsigned int max_threads);
+int		 uring_fuse_answer(const struct iovec *iov, int count);
+const char	*uring_fuse_channel(unsigned int *queues,
+		     unsigned int *threads, uint64_t *taken);
+void		 uring_fuse_stop(void);
 
 /* loop.c */
 /*
