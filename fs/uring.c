@@ -517,9 +517,15 @@ uring_fsync(fuse_req_t req, int fd, int datasync)
  * requests hold entries, never threads; the answer wakes the thread
  * through its eventfd, which commits it. When a queue's last waiting
  * thread takes a request, another starts, up to the limit, so that one
- * that blocks (a slow disk) holds up its own request alone. Only without
- * a lock service: there requests wait for cluster locks in numbers no
- * limit bounds, and the kernel would hold a CPU's callers behind them.
+ * that blocks (a slow disk) holds up its own request alone.
+ *
+ * Entries are never given back, and their number is bounded: a thread
+ * that cannot arm one takes no more requests, and a CPU whose threads
+ * all have none leaves its callers waiting in the kernel until a parked
+ * request ends. What parks is bounded too: I/O in flight, and with a
+ * lock service the waiters for application locks
+ * (plock_max_waiters_total) and changes waiting for cluster locks (until
+ * lock_timeout); the bound leaves room for all of them.
  */
 
 /* Linux 6.14 uapi, missing from Debian 12's headers. */
@@ -547,7 +553,8 @@ struct fr_cmd_req {
 
 #define FR_STAGE	256	/* before the payload: header + first argument */
 #define FR_MAX_CHANS	256
-#define FR_MAX_ENTS	4096
+#define FR_ENTS_FREE	4096	/* entries beyond the lock waiters' */
+#define FR_ENTS_MAX	60000	/* below vm.max_map_count's default */
 #define FR_UD_STOP	1
 #define FR_UD_WAKE	2	/* user_data of CMDs: their fr_ent */
 
@@ -596,8 +603,9 @@ static struct {
 	struct fr_chan	*chans[FR_MAX_CHANS];	/* lock; never freed */
 	pthread_t	 tids[FR_MAX_CHANS];	/* lock */
 	unsigned int	 nchans;	/* lock */
-	struct fr_ent	*ents[FR_MAX_ENTS];	/* lock to add; never freed */
+	struct fr_ent	**ents;		/* [max_ents]; lock to add; never freed */
 	unsigned int	 nents;		/* atomic; lock to raise */
+	unsigned int	 max_ents;
 	int		 stop_fd;	/* eventfd: every ring polls it */
 	int		 stopping;	/* atomic */
 	int		 warned;	/* lock: a failure was logged */
@@ -706,21 +714,25 @@ fr_give_up(const char *what, int err)
 
 /*
  * Ask for the channel in the INIT reply (loop.c) when the kernel offered
- * it (the fuse module's enable_uring), the configuration allows it and
- * there is no lock service; an entry's payload must hold the largest
- * request and answer this reply allows.
+ * it (the fuse module's enable_uring) and the configuration allows it;
+ * an entry's payload must hold the largest request and answer this reply
+ * allows.
  */
 void
 uring_fuse_init(struct fuse_init_out *init, size_t len, uint32_t kernel_flags2)
 {
 	size_t	p;
 
+	fr.max_ents = FR_ENTS_FREE + (cluster_enabled() ?
+	    (unsigned int)wsfs.conf.plock_max_waiters_total : 0);
 	if (!wsfs.conf.fuse_uring)
 		fr_why("fuse_uring=off");
 	else if (wsfs.conf.uring == CONF_URING_OFF)
 		fr_why("uring=off");
-	else if (cluster_enabled())
-		fr_why("lock service");
+	else if (fr.max_ents > FR_ENTS_MAX)
+		fr_why("plock_max_waiters_total is over %u: more requests "
+		    "could wait than ring entries can be made",
+		    FR_ENTS_MAX - FR_ENTS_FREE);
 	else if (!(kernel_flags2 & FR_OVER_IO_URING))
 		fr_why("the kernel offers no FUSE over io_uring: "
 		    "/sys/module/fuse/parameters/enable_uring");
@@ -833,7 +845,8 @@ uring_fuse_start(int devfd, unsigned int max_threads)
 	if (fr.max_per_q < 2)
 		fr.max_per_q = 2;
 	if ((fr.nthreads = calloc(fr.nq, sizeof *fr.nthreads)) == NULL ||
-	    (fr.waiting = calloc(fr.nq, sizeof *fr.waiting)) == NULL) {
+	    (fr.waiting = calloc(fr.nq, sizeof *fr.waiting)) == NULL ||
+	    (fr.ents = calloc(fr.max_ents, sizeof *fr.ents)) == NULL) {
 		fr_give_up("a queue table", ENOMEM);
 		return;
 	}
@@ -873,7 +886,7 @@ fr_ent_new(struct fr_chan *c)
 	e->iov[1].iov_base = e->payload;
 	e->iov[1].iov_len = fr.payload;
 	pthread_mutex_lock(&fr.lock);
-	if (fr.nents == FR_MAX_ENTS) {
+	if (fr.nents == fr.max_ents) {
 		pthread_mutex_unlock(&fr.lock);
 		free(e->payload - FR_STAGE);
 		free(e->hdr);
@@ -934,7 +947,10 @@ fr_keep_armed(struct fr_chan *c)
 	if (c->armed > 0)
 		return;
 	if ((e = fr_ent_new(c)) == NULL) {
-		fr_warn("a ring entry", ENOMEM);
+		if (__atomic_load_n(&fr.nents, __ATOMIC_ACQUIRE) == fr.max_ents)
+			fr_warn("every ring entry waits for an answer", EBUSY);
+		else
+			fr_warn("a ring entry", ENOMEM);
 		return;
 	}
 	fr_arm(e, FR_CMD_REGISTER);

@@ -2,9 +2,9 @@
 enable_uring is on, the kernel hands requests to ring entries of the
 caller's CPU, served by wsfs threads pinned to it, and /dev/fuse carries
 only FORGET and INTERRUPT. tests/run turns enable_uring on for the run, so
-every mount without a lock server takes requests that way; the tests here
-check the channel itself, and that fuse_uring=off, a lock server or an
-enable_uring left off keep requests on /dev/fuse."""
+every mount takes requests that way (the cluster suite's under a lock
+server too); the tests here check the channel itself, and that
+fuse_uring=off or an enable_uring left off keep requests on /dev/fuse."""
 import concurrent.futures
 import mmap
 import os
