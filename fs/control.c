@@ -133,12 +133,13 @@ control_status(FILE *f, int json)
 	time_t			 last = 0;
 	uint64_t		 pt_opens, pt_cached, pt_bound, ring_taken;
 	unsigned int		 ring_q, ring_t;
-	const char		*dev_why;
-	int			 scratch, nws;
+	char			 dev_why[128];
+	int			 scratch, nws, ring;
 
 	inode_stats(&inodes, &fds);
 	passthrough_counts(&pt_opens, &pt_cached, &pt_bound);
-	dev_why = uring_fuse_channel(&ring_q, &ring_t, &ring_taken);
+	ring = uring_fuse_channel(dev_why, sizeof dev_why, &ring_q, &ring_t,
+	    &ring_taken);
 	glock_stats(&gcount, &gidle, &gcov);
 	scratch = scratchd_status(&last, &removed);
 	if (json) {
@@ -158,7 +159,7 @@ control_status(FILE *f, int json)
 		    uring_active() ? "io_uring" : "syscalls",
 		    control_setid_clearing() ? "wsfs" : "kernel", inodes, fds,
 		    wsfs.conf.max_fds);
-		if (dev_why == NULL)
+		if (ring)
 			fprintf(f, "  \"channel\": \"io_uring\", "
 			    "\"ring_queues\": %u, \"ring_threads\": %u, "
 			    "\"ring_requests\": %llu,\n", ring_q, ring_t,
@@ -224,7 +225,7 @@ control_status(FILE *f, int json)
 	fprintf(f, "%s(%d)\n", nws ? " " : "", nws);
 	fprintf(f, "io:          %s\n", uring_active() ? "io_uring" :
 	    "plain syscalls");
-	if (dev_why == NULL)
+	if (ring)
 		fprintf(f, "requests:    through FUSE over io_uring: %u queues, "
 		    "%u threads, %llu requests\n", ring_q, ring_t,
 		    (unsigned long long)ring_taken);
@@ -320,6 +321,7 @@ control_metrics(FILE *f, void *arg)
 	time_t			last = 0;
 	uint64_t		ring_taken;
 	unsigned int		ring_q, ring_t;
+	char			why[128];
 
 	inode_stats(&inodes, &fds);
 	glock_stats(&gcount, &gidle, &gcov);
@@ -341,7 +343,7 @@ control_metrics(FILE *f, void *arg)
 	    "io_uring.", uring_active());
 	control_metric(f, "wsfs_fuse_uring", "gauge", "1 if requests come "
 	    "through FUSE over io_uring rather than /dev/fuse.",
-	    uring_fuse_channel(&ring_q, &ring_t, &ring_taken) == NULL);
+	    uring_fuse_channel(why, sizeof why, &ring_q, &ring_t, &ring_taken));
 	control_metric(f, "wsfs_fuse_uring_requests_total", "counter",
 	    "Requests served through FUSE over io_uring.", (double)ring_taken);
 	passthrough_counts(&pt_opens, &pt_cached, &pt_bound);

@@ -1166,22 +1166,24 @@ uring_fuse_answer(const struct iovec *iov, int count)
 }
 
 /*
- * How requests come: NULL through the rings (queues, ring threads and
- * requests served so far in *q, *t, *taken), else why through /dev/fuse
- * (a static buffer: the control thread's alone).
+ * How requests come: 1 through the rings (queues, ring threads and
+ * requests served so far in *q, *t, *taken), 0 through /dev/fuse, and
+ * why in why (len bytes).
  */
-const char *
-uring_fuse_channel(unsigned int *q, unsigned int *t, uint64_t *taken)
+int
+uring_fuse_channel(char *why, size_t len, unsigned int *q, unsigned int *t,
+    uint64_t *taken)
 {
-	static char	why[sizeof fr.why];
+	int	on;
 
 	pthread_mutex_lock(&fr.lock);
-	memcpy(why, fr.why, sizeof why);
+	snprintf(why, len, "%s", fr.why);
+	on = fr.why[0] == '\0';
 	*q = fr.nq;
 	*t = fr.nchans;
 	pthread_mutex_unlock(&fr.lock);
 	*taken = __atomic_load_n(&fr.taken, __ATOMIC_RELAXED);
-	return why[0] != '\0' ? why : NULL;
+	return on;
 }
 
 /* Stop and join the ring threads; entries stay (late answers). */

@@ -605,8 +605,9 @@ void		 uring_fuse_init(struct fuse_init_out *init, size_t len,
 		     uint32_t kernel_flags2);
 void		 uring_fuse_start(int devfd, unsigned int max_threads);
 int		 uring_fuse_answer(const struct iovec *iov, int count);
-const char	*uring_fuse_channel(unsigned int *queues,
-		     unsigned int *threads, uint64_t *taken);
+int		 uring_fuse_channel(char *why, size_t len,
+		     unsigned int *queues, unsigned int *threads,
+		     uint64_t *taken);
 void		 uring_fuse_stop(void);
 
 /* loop.c */
