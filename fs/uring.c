@@ -900,14 +900,21 @@ fr_ent_new(struct fr_chan *c)
 	return e;
 }
 
+/* A free submission entry of c's ring; submits what is queued to free one. */
 static struct io_uring_sqe *
 fr_sqe(struct fr_chan *c)
 {
 	struct io_uring_sqe	*sqe;
+	int			 r;
 
 	while ((sqe = io_uring_get_sqe(&c->ring)) == NULL)
-		if (io_uring_submit(&c->ring) < 0)
-			fatalx("FUSE ring: cannot submit");
+		if ((r = io_uring_submit(&c->ring)) < 0) {
+			/* The kernel's resources, short for a moment. */
+			if (r != -EAGAIN && r != -EBUSY && r != -EINTR)
+				fatalx("FUSE ring: io_uring_submit: %s",
+				    strerror(-r));
+			usleep(1000);
+		}
 	return sqe;
 }
 
