@@ -589,6 +589,7 @@ struct fr_chan {
 	struct fr_ent		**ents;		/* its thread's alone */
 	unsigned int		 nents;
 	unsigned int		 armed;
+	uint64_t		 taken;		/* atomic: requests it served */
 };
 
 static struct {
@@ -598,7 +599,7 @@ static struct {
 	size_t		 payload;	/* bytes per entry */
 	unsigned int	 nq;		/* queues: one per possible CPU */
 	unsigned int	 max_per_q;
-	unsigned int	*nthreads;	/* lock: started, per queue */
+	unsigned int	*nthreads;	/* lock to raise: started, per queue */
 	int		*waiting;	/* atomic: threads waiting, per queue */
 	struct fr_chan	*chans[FR_MAX_CHANS];	/* lock; never freed */
 	pthread_t	 tids[FR_MAX_CHANS];	/* lock */
@@ -609,7 +610,6 @@ static struct {
 	int		 stop_fd;	/* eventfd: every ring polls it */
 	int		 stopping;	/* atomic */
 	int		 warned;	/* lock: a failure was logged */
-	uint64_t	 taken;		/* atomic: requests through the rings */
 	char		 why[128];	/* lock: why /dev/fuse, or "" */
 } fr = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -785,7 +785,8 @@ fr_start_locked(unsigned int q)
 		return -r;
 	}
 	fr.chans[fr.nchans++] = c;
-	fr.nthreads[q]++;
+	__atomic_store_n(&fr.nthreads[q], fr.nthreads[q] + 1,
+	    __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -858,7 +859,9 @@ uring_fuse_start(int devfd, unsigned int max_threads)
 			return;
 		}
 	pthread_mutex_unlock(&fr.lock);
-	fr_why("%s", "");
+	pthread_mutex_lock(&fr.lock);
+	fr.why[0] = '\0';
+	pthread_mutex_unlock(&fr.lock);
 	log_info("requests through FUSE over io_uring: %u queues", fr.nq);
 }
 
@@ -976,7 +979,10 @@ fr_serve(struct fr_ent *e)
 	int			 st, r;
 
 	c->armed--;
-	if (__atomic_load_n(&fr.waiting[c->qid], __ATOMIC_ACQUIRE) == 0) {
+	/* The lock only while a thread could still be started. */
+	if (__atomic_load_n(&fr.waiting[c->qid], __ATOMIC_ACQUIRE) == 0 &&
+	    __atomic_load_n(&fr.nthreads[c->qid], __ATOMIC_ACQUIRE) <
+	    fr.max_per_q) {
 		pthread_mutex_lock(&fr.lock);
 		if ((r = fr_start_locked(c->qid)) < 0 && r != -EAGAIN &&
 		    !fr.warned) {
@@ -986,7 +992,9 @@ fr_serve(struct fr_ent *e)
 		}
 		pthread_mutex_unlock(&fr.lock);
 	}
-	__atomic_add_fetch(&fr.taken, 1, __ATOMIC_RELAXED);
+	/* Its own counter: no cache line shared by the CPUs per request. */
+	__atomic_store_n(&c->taken, __atomic_load_n(&c->taken,
+	    __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 	memcpy(&in, e->hdr->in_out, sizeof in);
 	psz = e->hdr->ent.payload_sz;
 	e->commit_id = in.unique;
@@ -1181,15 +1189,18 @@ int
 uring_fuse_channel(char *why, size_t len, unsigned int *q, unsigned int *t,
     uint64_t *taken)
 {
-	int	on;
+	unsigned int	i;
+	int		on;
 
 	pthread_mutex_lock(&fr.lock);
 	snprintf(why, len, "%s", fr.why);
 	on = fr.why[0] == '\0';
 	*q = fr.nq;
 	*t = fr.nchans;
+	for (i = 0, *taken = 0; i < fr.nchans; i++)
+		*taken += __atomic_load_n(&fr.chans[i]->taken,
+		    __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&fr.lock);
-	*taken = __atomic_load_n(&fr.taken, __ATOMIC_RELAXED);
 	return on;
 }
 
