@@ -294,6 +294,28 @@ mark_dirty(struct table *t, struct tkey *k)
 	}
 }
 
+/*
+ * The holders of k changed: the waiters that name it as parent must look
+ * again. Only a change of holders wakes them; were a queue that merely
+ * ran to wake them, waiters whose parents name each other (a rename seen
+ * at different times) would wake each other forever.
+ */
+static void
+wake_children(struct table *t, struct tkey *k)
+{
+	struct twait	*w;
+
+	TAILQ_FOREACH(w, &k->children, pentry)
+		mark_dirty(t, w->k);
+}
+
+static void
+holders_changed(struct table *t, struct tkey *k)
+{
+	mark_dirty(t, k);
+	wake_children(t, k);
+}
+
 static struct tlock *
 lock_new(struct tkey *k, struct table_sess *s, uint64_t owner, uint64_t start,
     uint64_t end, uint8_t mode, uint8_t cached, uint64_t token)
@@ -542,9 +564,6 @@ run_queue(struct table *t, struct tkey *k)
 	struct twait	*w, *next;
 	uint64_t	 token;
 
-	/* A change of k's holders may free the waiters under it. */
-	TAILQ_FOREACH(w, &k->children, pentry)
-		mark_dirty(t, w->k);
 	if (t->grace)
 		return;
 	TAILQ_FOREACH_SAFE(w, &k->waiters, kentry, next) {
@@ -569,6 +588,7 @@ run_queue(struct table *t, struct tkey *k)
 		if (t->ops->grant != NULL)
 			t->ops->grant(t->arg, w->s, w->reqid, token);
 		wait_free(t, w);
+		wake_children(t, k);
 	}
 }
 
@@ -627,7 +647,7 @@ table_sess_release(struct table *t, struct table_sess *s)
 		wait_free(t, w);
 	}
 	while ((l = TAILQ_FIRST(&s->locks)) != NULL) {
-		mark_dirty(t, l->k);
+		holders_changed(t, l->k);
 		lock_free(l);
 	}
 	run_dirty(t);
@@ -674,7 +694,7 @@ table_sess_resync_end(struct table *t, struct table_sess *s)
 	TAILQ_FOREACH_SAFE(l, &s->locks, sentry, next) {
 		if (l->gen == s->gen)
 			continue;
-		mark_dirty(t, l->k);
+		holders_changed(t, l->k);
 		lock_free(l);
 	}
 	run_dirty(t);
@@ -763,7 +783,7 @@ table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
 			goto out;
 		*token = tok;
 		/* A downgrade may let shared waiters in. */
-		run_queue(t, k);
+		holders_changed(t, k);
 		r = 0;
 		goto out;
 	}
@@ -859,8 +879,11 @@ table_reclaim(struct table *t, struct table_sess *s, const struct table_req *q)
 	}
 	r = apply(k, s, q->owner, q->start, q->end, q->mode,
 	    (q->flags & WSL_LOCK_CACHED) != 0, q->token);
+	/* A new holder of k ends the parent's part in its waiters. */
+	holders_changed(t, k);
 out:
 	key_gc(t, k);
+	run_dirty(t);
 	return r;
 }
 
@@ -898,7 +921,7 @@ table_unlock(struct table *t, struct table_sess *s, const struct table_req *q)
 	    key_hash(t, q->key, q->keylen))) == NULL)
 		return 0;
 	r = punch(k, s, q->owner, q->start, q->end);
-	run_queue(t, k);
+	holders_changed(t, k);
 	key_gc(t, k);
 	run_dirty(t);
 	return r;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "unit.h"
 
@@ -794,6 +795,30 @@ t_under_parent_expires(void **state)
 	assert_int_equal(table_nkeys(f->t), 0);
 }
 
+/*
+ * Waiters whose parents name each other (a rename seen by two nodes at
+ * different times) are looked at again when a holder changes, and not
+ * forever: each queue is rerun only when its keys' holders change.
+ */
+static void
+t_under_parent_cycle(void **state)
+{
+	struct fx	*f = *state;
+
+	alarm(10);
+	assert_int_equal(lkey(f, f->a, "P", EX, CW, 1), 0);
+	assert_int_equal(lkey(f, f->a, "X", EX, CW, 2), 0);
+	assert_int_equal(lku(f, f->b, "X", "P", EX, CW, 3, NULL), 1);
+	assert_int_equal(lku(f, f->b, "P", "X", EX, CW, 4, NULL), 1);
+	/* a takes P again: nothing is granted, the call returns. */
+	assert_int_equal(lkey(f, f->a, "P", EX, CW, 5), 0);
+	assert_int_equal(ulkey(f, f->a, "X"), 0);
+	assert_int_equal(ulkey(f, f->a, "P"), 0);
+	assert_int_equal(table_sess_nwaiters(f->b), 0);
+	alarm(0);
+	table_sess_release(f->t, f->b);
+}
+
 /* Every test of the table starts from a fresh one. */
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
@@ -829,4 +854,5 @@ UNIT_MAIN(1, NULL, NULL,
     TEST(t_under_waits_for_parent),
     TEST(t_under_only_unheld_objects),
     TEST(t_under_try_quiet_test),
-    TEST(t_under_parent_expires))
+    TEST(t_under_parent_expires),
+    TEST(t_under_parent_cycle))
