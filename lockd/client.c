@@ -947,9 +947,13 @@ lock_granted(struct wslock *wl, struct creq *r, uint64_t token)
 	if (table_insert(wl->mirror, wl->ms, &r->q, token) < 0) {
 		/* Cannot track it, so cannot keep it. */
 		if ((u = creq_new(wl, WSL_UNLOCK, NULL)) != NULL) {
+			/* The key moves to the UNLOCK; the parent stays. */
 			u->q = r->q;
+			u->q.parent = NULL;
+			u->q.parentlen = 0;
 			r->q.key = NULL;
-			creq_submit(wl, u);
+			if (creq_submit(wl, u) < 0)
+				creq_free(u);
 		}
 		creq_finish(wl, r, -ENOMEM, 0);
 		return;
