@@ -59,7 +59,8 @@
 /* Request flags and modes go on the wire as they are. */
 _Static_assert(WSLOCK_WAIT == WSL_LOCK_WAIT &&
     WSLOCK_CACHED == WSL_LOCK_CACHED && WSLOCK_QUIET == WSL_LOCK_QUIET &&
-    WSLOCK_SHARED == WSL_SHARED && WSLOCK_EXCLUSIVE == WSL_EXCLUSIVE,
+    WSLOCK_SHARED == WSL_SHARED && WSLOCK_EXCLUSIVE == WSL_EXCLUSIVE &&
+    WSLOCK_MAX_CHAIN == WSL_MAX_CHAIN,
     "wslock.h flags differ from the wire's");
 
 enum cstate {
@@ -87,7 +88,7 @@ struct creq {
 	uint16_t		 type;
 	int			 sent;		/* on the current connection */
 	uint64_t		 t_send;
-	struct table_req	 q;		/* key owned */
+	struct table_req	 q;		/* key and chain owned */
 	void			*reqarg;
 	int			 cancelled;	/* user asked */
 	int			 unlock_on_grant; /* blocking wait gave up */
@@ -210,7 +211,7 @@ creq_free(struct creq *r)
 	if (r == NULL)
 		return;
 	free((void *)r->q.key);
-	free((void *)r->q.parent);
+	free((void *)r->q.chain);
 	free(r);
 }
 
@@ -412,8 +413,9 @@ creq_send(struct wslock *wl, struct creq *r)
 	lq.token = r->q.token;
 	lq.key = r->q.key;
 	lq.keylen = r->q.keylen;
-	lq.parent = r->q.parent;
-	lq.parentlen = r->q.parentlen;
+	lq.nchain = r->q.nchain;
+	if (lq.nchain > 0)
+		memcpy(lq.chain, r->q.chain, lq.nchain * sizeof lq.chain[0]);
 	switch (r->type) {
 	case WSL_LOCK:
 	case WSL_UNLOCK:
@@ -947,10 +949,10 @@ lock_granted(struct wslock *wl, struct creq *r, uint64_t token)
 	if (table_insert(wl->mirror, wl->ms, &r->q, token) < 0) {
 		/* Cannot track it, so cannot keep it. */
 		if ((u = creq_new(wl, WSL_UNLOCK, NULL)) != NULL) {
-			/* The key moves to the UNLOCK; the parent stays. */
+			/* The key moves to the UNLOCK; the chain stays. */
 			u->q = r->q;
-			u->q.parent = NULL;
-			u->q.parentlen = 0;
+			u->q.chain = NULL;
+			u->q.nchain = 0;
 			r->q.key = NULL;
 			if (creq_submit(wl, u) < 0)
 				creq_free(u);
@@ -1494,33 +1496,69 @@ range_ok(const struct wslock_range *rg)
 	    rg->keylen <= WSL_MAX_KEY && rg->start < rg->end;
 }
 
+/*
+ * A copy of a chain in one allocation, the keys after the array (freed
+ * with the request), or NULL. The keys were checked by the caller.
+ */
+static struct wsl_key *
+chain_copy(const struct wslock_key *chain, size_t n)
+{
+	struct wsl_key	*c;
+	uint8_t		*p;
+	size_t		 i, len = n * sizeof *c;
+
+	for (i = 0; i < n; i++)
+		len += chain[i].len;
+	if ((c = malloc(len)) == NULL)
+		return NULL;
+	p = (uint8_t *)(c + n);
+	for (i = 0; i < n; i++) {
+		memcpy(p, chain[i].key, chain[i].len);
+		c[i].key = p;
+		c[i].len = chain[i].len;
+		p += chain[i].len;
+	}
+	return c;
+}
+
+/* At most WSL_MAX_CHAIN keys, each of 1..WSL_MAX_KEY bytes. */
 static int
-lock_submit_under(struct wslock *wl, const struct wslock_range *rg,
-    const void *parent, size_t parentlen, int mode, int flags, void *reqarg,
-    struct bwait *bw, uint64_t *reqid)
+chain_ok(const struct wslock_key *chain, size_t n)
+{
+	size_t	i;
+
+	if (n > WSL_MAX_CHAIN || (n > 0 && chain == NULL))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (chain[i].key == NULL || chain[i].len == 0 ||
+		    chain[i].len > WSL_MAX_KEY)
+			return 0;
+	return 1;
+}
+
+static int
+lock_submit_chain(struct wslock *wl, const struct wslock_range *rg,
+    const struct wslock_key *chain, size_t n, int mode, int flags,
+    void *reqarg, struct bwait *bw, uint64_t *reqid)
 {
 	struct creq	*r;
-	uint8_t		*pcopy = NULL;
 	int		 rc;
 
 	if (!range_ok(rg) || (mode != WSLOCK_SHARED &&
 	    mode != WSLOCK_EXCLUSIVE) ||
 	    (flags & ~(WSL_LOCK_WAIT | WSL_LOCK_CACHED | WSL_LOCK_TEST |
 	    WSL_LOCK_QUIET)) || ((flags & WSL_LOCK_QUIET) &&
-	    (flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST))) ||
-	    (parent != NULL && (parentlen == 0 || parentlen > WSL_MAX_KEY)))
+	    (flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST))) || !chain_ok(chain, n))
 		return -EINVAL;
 	if ((r = creq_new(wl, WSL_LOCK, rg)) == NULL)
 		return -ENOMEM;
-	if (parent != NULL) {
-		if ((pcopy = malloc(parentlen)) == NULL) {
+	if (n > 0) {
+		if ((r->q.chain = chain_copy(chain, n)) == NULL) {
 			creq_free(r);
 			return -ENOMEM;
 		}
-		memcpy(pcopy, parent, parentlen);
-		r->q.parent = pcopy;
-		r->q.parentlen = parentlen;
-		flags |= WSL_LOCK_UNDER;
+		r->q.nchain = n;
+		flags |= WSL_LOCK_UNDER | (n > 1 ? WSL_LOCK_ABOVE : 0);
 	}
 	r->q.mode = mode;
 	r->q.flags = flags;
@@ -1539,7 +1577,7 @@ static int
 lock_submit(struct wslock *wl, const struct wslock_range *rg, int mode,
     int flags, void *reqarg, struct bwait *bw, uint64_t *reqid)
 {
-	return lock_submit_under(wl, rg, NULL, 0, mode, flags, reqarg, bw,
+	return lock_submit_chain(wl, rg, NULL, 0, mode, flags, reqarg, bw,
 	    reqid);
 }
 
@@ -1558,20 +1596,30 @@ wslock_lock(struct wslock *wl, const struct wslock_range *rg, int mode,
 }
 
 int
+wslock_lock_chain(struct wslock *wl, const struct wslock_range *rg,
+    const struct wslock_key *chain, size_t n, int mode, int flags,
+    void *reqarg, uint64_t *reqid)
+{
+	int	r;
+
+	if (n == 0 || (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED |
+	    WSLOCK_QUIET)))
+		return -EINVAL;
+	pthread_mutex_lock(&wl->mu);
+	r = lock_submit_chain(wl, rg, chain, n, mode, flags, reqarg, NULL,
+	    reqid);
+	pthread_mutex_unlock(&wl->mu);
+	return r;
+}
+
+int
 wslock_lock_under(struct wslock *wl, const struct wslock_range *rg,
     const void *parent, size_t parentlen, int mode, int flags, void *reqarg,
     uint64_t *reqid)
 {
-	int	r;
+	struct wslock_key	k = { parent, parentlen };
 
-	if (parent == NULL || (flags & ~(WSLOCK_WAIT | WSLOCK_CACHED |
-	    WSLOCK_QUIET)))
-		return -EINVAL;
-	pthread_mutex_lock(&wl->mu);
-	r = lock_submit_under(wl, rg, parent, parentlen, mode, flags, reqarg,
-	    NULL, reqid);
-	pthread_mutex_unlock(&wl->mu);
-	return r;
+	return wslock_lock_chain(wl, rg, &k, 1, mode, flags, reqarg, reqid);
 }
 
 int

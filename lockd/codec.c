@@ -433,25 +433,49 @@ wsl_enc_welcome(struct wsl_buf *b, uint64_t id, const struct wsl_welcome *wl)
 	return wr_commit(&w);
 }
 
+/*
+ * The chain a LOCK carries must match its flags: UNDER for a parent,
+ * ABOVE for ancestors after it. 0 and *len the bytes it takes, or
+ * -EINVAL.
+ */
+static int
+chain_check(const struct wsl_lockreq *q, size_t *len)
+{
+	size_t	i, n = 0;
+	int	under = (q->flags & WSL_LOCK_UNDER) != 0;
+	int	above = (q->flags & WSL_LOCK_ABOVE) != 0;
+
+	if (q->nchain > WSL_MAX_CHAIN || under != (q->nchain >= 1) ||
+	    above != (q->nchain >= 2))
+		return -EINVAL;
+	for (i = 0; i < q->nchain; i++) {
+		if (q->chain[i].key == NULL || q->chain[i].len == 0 ||
+		    q->chain[i].len > WSL_MAX_KEY)
+			return -EINVAL;
+		n += 2 + q->chain[i].len;
+	}
+	if (above)
+		n += 1;
+	*len = n;
+	return 0;
+}
+
 /* LOCK and RECLAIM carry mode, flags (and RECLAIM a token); UNLOCK not. */
 int
 wsl_enc_lock(struct wsl_buf *b, uint16_t type, uint64_t id,
     const struct wsl_lockreq *q)
 {
 	struct wr	w;
-	size_t		len;
-	int		r, under;
+	size_t		len, clen = 0, i;
+	int		r;
 
 	if (q->keylen == 0 || q->keylen > WSL_MAX_KEY || q->start >= q->end)
 		return -EINVAL;
-	under = type == WSL_LOCK && (q->flags & WSL_LOCK_UNDER);
-	if (under && (q->parentlen == 0 || q->parentlen > WSL_MAX_KEY))
-		return -EINVAL;
 	switch (type) {
 	case WSL_LOCK:
-		len = 8 * 3 + 2 + 2 + q->keylen;
-		if (under)
-			len += 2 + q->parentlen;
+		if ((r = chain_check(q, &clen)) < 0)
+			return r;
+		len = 8 * 3 + 2 + 2 + q->keylen + clen;
 		break;
 	case WSL_RECLAIM:
 		len = 8 * 3 + 2 + 8 + 2 + q->keylen;
@@ -475,9 +499,15 @@ wsl_enc_lock(struct wsl_buf *b, uint16_t type, uint64_t id,
 		wr_be(&w, q->token, 8);
 	wr_be(&w, q->keylen, 2);
 	wr_bytes(&w, q->key, q->keylen);
-	if (under) {
-		wr_be(&w, q->parentlen, 2);
-		wr_bytes(&w, q->parent, q->parentlen);
+	if (clen > 0) {
+		wr_be(&w, q->chain[0].len, 2);
+		wr_bytes(&w, q->chain[0].key, q->chain[0].len);
+		if (q->nchain > 1)
+			wr_be(&w, q->nchain - 1, 1);
+		for (i = 1; i < q->nchain; i++) {
+			wr_be(&w, q->chain[i].len, 2);
+			wr_bytes(&w, q->chain[i].key, q->chain[i].len);
+		}
 	}
 	return wr_commit(&w);
 }
@@ -667,12 +697,27 @@ wsl_dec_welcome(const struct wsl_frame *f, struct wsl_welcome *wl)
 	return 0;
 }
 
+/* A key of a LOCK's chain: u16 length 1..WSL_MAX_KEY, key; else err. */
+static void
+rd_key(struct rd *r, struct wsl_key *k)
+{
+	size_t	len = rd_u16(r);
+
+	if (len == 0 || len > WSL_MAX_KEY) {
+		r->err = 1;
+		return;
+	}
+	k->key = rd_bytes(r, len);
+	k->len = len;
+}
+
 /* Decodes LOCK, RECLAIM and UNLOCK, by the frame's type. */
 int
 wsl_dec_lock(const struct wsl_frame *f, struct wsl_lockreq *q)
 {
 	struct wsl_lockreq	x;
 	struct rd		r;
+	size_t			i, n;
 
 	memset(&x, 0, sizeof x);
 	rd_init(&r, f);
@@ -690,12 +735,15 @@ wsl_dec_lock(const struct wsl_frame *f, struct wsl_lockreq *q)
 		if ((x.flags & WSL_LOCK_QUIET) &&
 		    (x.flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST)))
 			return -EBADMSG;
+		/* Ancestors come only after a parent. */
+		if ((x.flags & WSL_LOCK_ABOVE) && !(x.flags & WSL_LOCK_UNDER))
+			return -EBADMSG;
 	} else if (f->type != WSL_UNLOCK)
 		return -EBADMSG;
 	if (f->type == WSL_RECLAIM) {
 		x.token = rd_u64(&r);
 		if (x.flags & (WSL_LOCK_WAIT | WSL_LOCK_TEST | WSL_LOCK_QUIET |
-		    WSL_LOCK_UNDER))
+		    WSL_LOCK_UNDER | WSL_LOCK_ABOVE))
 			return -EBADMSG;
 	}
 	x.keylen = rd_u16(&r);
@@ -703,10 +751,17 @@ wsl_dec_lock(const struct wsl_frame *f, struct wsl_lockreq *q)
 		return -EBADMSG;
 	x.key = rd_bytes(&r, x.keylen);
 	if (x.flags & WSL_LOCK_UNDER) {
-		x.parentlen = rd_u16(&r);
-		if (x.parentlen == 0 || x.parentlen > WSL_MAX_KEY)
-			return -EBADMSG;
-		x.parent = rd_bytes(&r, x.parentlen);
+		/* The parent, then (ABOVE) u8 n and n ancestors above it. */
+		rd_key(&r, &x.chain[0]);
+		n = 1;
+		if (x.flags & WSL_LOCK_ABOVE) {
+			n += rd_u8(&r);
+			if (n < 2 || n > WSL_MAX_CHAIN)
+				r.err = 1;
+		}
+		for (i = 1; i < n && !r.err; i++)
+			rd_key(&r, &x.chain[i]);
+		x.nchain = n;
 	}
 	if (rd_end(&r) < 0 || x.start >= x.end)
 		return -EBADMSG;

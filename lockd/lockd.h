@@ -38,7 +38,7 @@ struct table_ops {
 			    uint64_t start, uint64_t end, uint64_t token);
 };
 
-/* One lock request; key points into the caller's buffer. */
+/* One lock request; key and chain point into the caller's buffers. */
 struct table_req {
 	const uint8_t	*key;
 	size_t		 keylen;
@@ -50,11 +50,12 @@ struct table_req {
 	uint64_t	 reqid;		/* answered by grant() after a wait */
 	uint64_t	 token;		/* reclaim only */
 	/*
-	 * With WSL_LOCK_UNDER: the key of the directory the object was
-	 * reached through (see table_lock), else NULL.
+	 * With WSL_LOCK_UNDER: the keys of the directories the object was
+	 * reached through, parent first, nchain 1..WSL_MAX_CHAIN (see
+	 * table_lock); else NULL and 0.
 	 */
-	const uint8_t	*parent;
-	size_t		 parentlen;
+	const struct wsl_key *chain;
+	size_t		 nchain;
 };
 
 /* A read-only view of one holder or waiter, for table_walk(). */

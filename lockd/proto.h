@@ -16,7 +16,8 @@
 
 #include <sodium.h>
 
-#define WSL_PROTO_VERSION	3	/* 2: no LOCK UNDER; 1: no MAC */
+#define WSL_PROTO_VERSION	4	/* 3: no ancestor chain; 2: no LOCK
+					   UNDER; 1: no MAC */
 #define WSL_DEFAULT_PORT	7420
 
 /* Header: u32 length (whole frame), u16 version, u16 type, u64 request id. */
@@ -25,6 +26,7 @@
 #define WSL_MAX_KEY		1024
 #define WSL_MAX_NAME		255
 #define WSL_MAX_TEXT		512
+#define WSL_MAX_CHAIN		8	/* a LOCK's chain: parent, ancestors */
 #define WSL_NONCE_LEN		32
 #define WSL_MAC_LEN		32	/* HMAC-SHA256 */
 #define WSL_SECRET_LEN		32	/* a session's resume secret */
@@ -88,7 +90,9 @@ enum wsl_type {
 #define WSL_LOCK_TEST		0x04	/* only report a conflict (F_GETLK) */
 #define WSL_LOCK_QUIET		0x08	/* only if free now; no queue, no revoke */
 #define WSL_LOCK_UNDER		0x10	/* LOCK only: a parent key follows */
-#define WSL_LOCK_FLAGS		0x1f
+#define WSL_LOCK_ABOVE		0x20	/* with UNDER: the parent's ancestors
+					   follow it */
+#define WSL_LOCK_FLAGS		0x3f
 
 /* ERROR codes: wire values, not host errno numbers. */
 enum wsl_err {
@@ -144,10 +148,19 @@ struct wsl_welcome {
 	uint8_t		secret[WSL_SECRET_LEN];	/* masked on TCP */
 };
 
+/* A key (1..WSL_MAX_KEY bytes) in the caller's or the frame's buffer. */
+struct wsl_key {
+	const uint8_t	*key;
+	size_t		 len;
+};
+
 /*
  * LOCK, RECLAIM (token used) and UNLOCK (mode, flags unused). A LOCK with
- * WSL_LOCK_UNDER carries the key of the directory the object was reached
- * through (parent, 1..WSL_MAX_KEY bytes); without it parent is NULL.
+ * WSL_LOCK_UNDER carries the chain of directories the object was reached
+ * through, nearest first: chain[0] is the parent, and with WSL_LOCK_ABOVE
+ * its ancestors follow (nchain 2..WSL_MAX_CHAIN); without UNDER nchain is
+ * 0. Only LOCK carries a chain: the encoder refuses one whose flags do
+ * not match it and ignores it for the other types.
  */
 struct wsl_lockreq {
 	uint64_t	 owner;
@@ -158,8 +171,8 @@ struct wsl_lockreq {
 	uint64_t	 token;
 	const uint8_t	*key;
 	size_t		 keylen;
-	const uint8_t	*parent;
-	size_t		 parentlen;
+	struct wsl_key	 chain[WSL_MAX_CHAIN];
+	size_t		 nchain;
 };
 
 struct wsl_error {

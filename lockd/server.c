@@ -840,7 +840,7 @@ h_lock(struct server *srv, struct conn *c, const struct wsl_frame *f)
 	if (wsl_dec_lock(f, &q) < 0)
 		return conn_fail(srv, c, f->id, WSL_E_INVAL, "malformed LOCK");
 	tq = (struct table_req){ q.key, q.keylen, q.owner, q.start, q.end,
-	    q.mode, q.flags, f->id, 0, q.parent, q.parentlen };
+	    q.mode, q.flags, f->id, 0, q.chain, q.nchain };
 	memset(&e, 0, sizeof e);
 	r = table_lock(srv->table, c->sess->ts, &tq, &token, &e);
 	if (r == 0) {

@@ -15,17 +15,24 @@
  * the range (an upgrade): it only waits for holders, because making it wait
  * behind a waiter that waits for it would deadlock.
  *
- * Objects under a directory's lock. A request may name the key of the
- * directory its object was reached through (the parent, WSL_LOCK_UNDER).
- * While nobody holds the object's key, such a request also conflicts with
- * an exclusive lock of another session on the parent: it waits for, or a
- * non-quiet try revokes, that lock. So a node holding a directory
- * exclusively may use an object it made there without asking for the
- * object's own lock: every other node can reach the object only through
- * that directory, and is held off until the directory is given back (the
- * holder forgets its use of such objects before it gives the directory
- * back). A request of the parent's holder itself is not held off by
- * those waiters, which wait for it.
+ * Objects under a directory's lock. A request may name the keys of the
+ * directories its object was reached through, nearest first: the parent
+ * (WSL_LOCK_UNDER) and up to WSL_MAX_CHAIN - 1 of its ancestors
+ * (WSL_LOCK_ABOVE). While nobody holds the object's key, the first key of
+ * that chain with any holder at all is the decisive ancestor: the request
+ * also conflicts with an exclusive lock of another session on it, and
+ * waits for, or a non-quiet try revokes, that lock; the ancestors above it
+ * play no part. So a node holding a directory exclusively may use what it
+ * made there without asking for its own locks, directories too and what
+ * it made in those: every other node reaches such an object only through
+ * the chain of directories up to the held one, none of which anyone else
+ * holds, and is held off until the directory is given back (the holder
+ * forgets its use of such objects before). A nearer directory with a
+ * holder ends the walk: its own lock is what protects what lies below it.
+ * A request of the decisive ancestor's holder itself is not held off by
+ * the waiters it holds off, which wait for it. A waiter is linked to
+ * every key of its chain, whose holders decide which ancestor is decisive,
+ * and is looked at again whenever they change.
  */
 #include "config.h"
 
@@ -55,6 +62,14 @@ struct tlock {
 };
 TAILQ_HEAD(tlocks, tlock);
 
+/* A waiter's place on the children list of one key of its chain. */
+struct tlink {
+	struct twait		*w;
+	struct tkey		*k;
+	TAILQ_ENTRY(tlink)	 entry;		/* on k->children */
+};
+TAILQ_HEAD(tlinks, tlink);
+
 struct twait {
 	struct tkey		*k;
 	struct table_sess	*s;
@@ -64,10 +79,10 @@ struct twait {
 	uint64_t		 reqid;
 	uint8_t			 mode;
 	uint8_t			 cached;
-	struct tkey		*pk;	/* parent key (UNDER), or NULL */
 	TAILQ_ENTRY(twait)	 kentry;
 	TAILQ_ENTRY(twait)	 sentry;
-	TAILQ_ENTRY(twait)	 pentry;	/* on pk->children */
+	size_t			 nchain;
+	struct tlink		 chain[];	/* distinct keys, none k */
 };
 TAILQ_HEAD(twaits, twait);
 
@@ -76,7 +91,7 @@ struct tkey {
 	uint64_t		 hash;
 	struct tlocks		 holders;
 	struct twaits		 waiters;
-	struct twaits		 children; /* waiters naming it as parent */
+	struct tlinks		 children; /* waiters with it in their chain */
 	int			 dirty;	/* on the table's dirty list */
 	SLIST_ENTRY(tkey)	 dentry;
 	size_t			 keylen;
@@ -295,18 +310,18 @@ mark_dirty(struct table *t, struct tkey *k)
 }
 
 /*
- * The holders of k changed: the waiters that name it as parent must look
+ * The holders of k changed: the waiters with k in their chain must look
  * again. Only a change of holders wakes them; were a queue that merely
- * ran to wake them, waiters whose parents name each other (a rename seen
- * at different times) would wake each other forever.
+ * ran to wake them, waiters whose chains name each other's keys (a
+ * rename seen at different times) would wake each other forever.
  */
 static void
 wake_children(struct table *t, struct tkey *k)
 {
-	struct twait	*w;
+	struct tlink	*c;
 
-	TAILQ_FOREACH(w, &k->children, pentry)
-		mark_dirty(t, w->k);
+	TAILQ_FOREACH(c, &k->children, entry)
+		mark_dirty(t, c->w->k);
 }
 
 static void
@@ -351,9 +366,11 @@ lock_free(struct tlock *l)
 static void
 wait_free(struct table *t, struct twait *w)
 {
-	if (w->pk != NULL) {
-		TAILQ_REMOVE(&w->pk->children, w, pentry);
-		mark_dirty(t, w->pk);	/* collected by run_dirty */
+	size_t	i;
+
+	for (i = 0; i < w->nchain; i++) {
+		TAILQ_REMOVE(&w->chain[i].k->children, &w->chain[i], entry);
+		mark_dirty(t, w->chain[i].k);	/* collected by run_dirty */
 	}
 	TAILQ_REMOVE(&w->k->waiters, w, kentry);
 	TAILQ_REMOVE(&w->s->waits, w, sentry);
@@ -441,48 +458,62 @@ holder_conflict(struct tkey *k, struct table_sess *s, uint64_t owner,
 	return NULL;
 }
 
+/* The first key of a chain with any holder, or NULL. */
+static struct tkey *
+chain_held(const struct tlink *c, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		if (!TAILQ_EMPTY(&c[i].k->holders))
+			return c[i].k;
+	return NULL;
+}
+
 /*
- * The parent rule (see the top): while nobody holds k, the first
- * exclusive lock on the parent pk of a session other than s.
+ * The chain rule (see the top): while nobody holds k, the first
+ * exclusive lock of a session other than s on the decisive ancestor.
  */
 static struct tlock *
-parent_conflict(struct tkey *k, struct tkey *pk, struct table_sess *s)
+chain_conflict(struct tkey *k, const struct tlink *c, size_t n,
+    struct table_sess *s)
 {
+	struct tkey	*a;
 	struct tlock	*l;
 
-	if (pk == NULL || pk == k || !TAILQ_EMPTY(&k->holders))
+	if (!TAILQ_EMPTY(&k->holders) || (a = chain_held(c, n)) == NULL)
 		return NULL;
-	TAILQ_FOREACH(l, &pk->holders, kentry)
+	TAILQ_FOREACH(l, &a->holders, kentry)
 		if (l->s != s && l->mode == WSL_EXCLUSIVE)
 			return l;
 	return NULL;
 }
 
-/* Does session s hold pk exclusively (the waiters under it wait for s)? */
+/* Does session s hold a exclusively (the waiters under it wait for s)? */
 static int
-parent_held_by(struct tkey *pk, struct table_sess *s)
+held_by(struct tkey *a, struct table_sess *s)
 {
 	struct tlock	*l;
 
-	TAILQ_FOREACH(l, &pk->holders, kentry)
+	TAILQ_FOREACH(l, &a->holders, kentry)
 		if (l->s == s && l->mode == WSL_EXCLUSIVE)
 			return 1;
 	return 0;
 }
 
-/* Ask the other sessions' cached exclusive holders of pk for it, once. */
+/* Ask the other sessions' cached exclusive holders of a for it, once. */
 static void
-revoke_parent(struct table *t, struct tkey *pk, struct table_sess *s)
+revoke_ancestor(struct table *t, struct tkey *a, struct table_sess *s)
 {
 	struct tlock	*l;
 
-	TAILQ_FOREACH(l, &pk->holders, kentry) {
+	TAILQ_FOREACH(l, &a->holders, kentry) {
 		if (!l->cached || l->revoked || l->s == s ||
 		    l->mode != WSL_EXCLUSIVE)
 			continue;
 		l->revoked = 1;
 		if (t->ops->revoke != NULL)
-			t->ops->revoke(t->arg, l->s, pk->key, pk->keylen,
+			t->ops->revoke(t->arg, l->s, a->key, a->keylen,
 			    l->owner, l->start, l->end, l->token);
 	}
 }
@@ -526,12 +557,18 @@ waiter_conflict(struct tkey *k, struct twait *upto, struct table_sess *s,
     uint64_t owner, uint64_t start, uint64_t end, uint8_t mode)
 {
 	struct twait	*w;
+	struct tkey	*a;
 
 	TAILQ_FOREACH(w, &k->waiters, kentry) {
 		if (w == upto)
 			break;
-		/* It waits for s to give the parent back: do not wait for it. */
-		if (w->pk != NULL && w->s != s && parent_held_by(w->pk, s))
+		/*
+		 * It waits for s to give an ancestor back (or will, once k's
+		 * holders are gone): do not wait for it.
+		 */
+		if (w->s != s &&
+		    (a = chain_held(w->chain, w->nchain)) != NULL &&
+		    held_by(a, s))
 			continue;
 		if (!same_owner(w->s, w->owner, s, owner) &&
 		    overlap(w->start, w->end, start, end) &&
@@ -562,13 +599,15 @@ static void
 run_queue(struct table *t, struct tkey *k)
 {
 	struct twait	*w, *next;
+	struct tlock	*l;
 	uint64_t	 token;
 
 	if (t->grace)
 		return;
 	TAILQ_FOREACH_SAFE(w, &k->waiters, kentry, next) {
-		if (parent_conflict(k, w->pk, w->s) != NULL) {
-			revoke_parent(t, w->pk, w->s);
+		l = chain_conflict(k, w->chain, w->nchain, w->s);
+		if (l != NULL) {
+			revoke_ancestor(t, l->k, w->s);
 			continue;
 		}
 		if (holder_conflict(k, w->s, w->owner, w->start, w->end,
@@ -724,39 +763,76 @@ table_sess_nwaiters(const struct table_sess *s)
 	return s->nwaiters;
 }
 
+/* Collect the keys of a chain that nobody uses any more. */
+static void
+chain_gc(struct table *t, const struct tlink *c, size_t n)
+{
+	while (n-- > 0)
+		key_gc(t, c[n].k);
+}
+
+/*
+ * The keys of q's chain into c, in order, each once and without k: k
+ * itself or a key named again adds nothing to the walk. 0 with *n set, or
+ * -ENOMEM with the keys got so far collected.
+ */
+static int
+chain_get(struct table *t, struct tkey *k, const struct table_req *q,
+    struct tlink *c, size_t *n)
+{
+	struct tkey	*a;
+	size_t		 i, j, m = 0;
+
+	for (i = 0; i < q->nchain; i++) {
+		if ((a = key_get(t, q->chain[i].key, q->chain[i].len)) ==
+		    NULL) {
+			chain_gc(t, c, m);
+			return -ENOMEM;
+		}
+		for (j = 0; j < m && c[j].k != a; j++)
+			;
+		if (a != k && j == m)
+			c[m++].k = a;
+	}
+	*n = m;
+	return 0;
+}
+
 /*
  * Ask for a lock. Returns 0 with *token set when granted, 1 when queued
  * (grant() follows), -EAGAIN on a conflict without WSL_LOCK_WAIT (with the
  * first conflicting holder in *conflict if not NULL), -EBUSY for a try-lock
  * during grace, -EDQUOT at a per-session limit, -ENOMEM. With
  * WSL_LOCK_TEST nothing changes: 0 means the lock could be had now. With
- * WSL_LOCK_QUIET (and no WAIT) a conflict revokes no cached holder.
+ * WSL_LOCK_QUIET (and no WAIT) a conflict revokes no cached holder. The
+ * conflicting holder may be one of the decisive ancestor's (see the top).
  */
 int
 table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
     uint64_t *token, struct table_entry *conflict)
 {
-	struct tkey	*k, *pk = NULL;
+	struct tlink	 c[WSL_MAX_CHAIN];
+	struct tkey	*k;
 	struct tlock	*l;
 	struct twait	*w;
 	uint64_t	 tok;
+	size_t		 i, n = 0;
 	int		 r, upgrade, blocked;
 
 	if (q->start >= q->end || q->keylen == 0 ||
 	    (q->mode != WSL_SHARED && q->mode != WSL_EXCLUSIVE) ||
-	    (q->parent != NULL && q->parentlen == 0))
+	    q->nchain > WSL_MAX_CHAIN)
 		return -EINVAL;
-	if (q->parent != NULL && (pk = key_get(t, q->parent,
-	    q->parentlen)) == NULL)
+	for (i = 0; i < q->nchain; i++)
+		if (q->chain[i].key == NULL || q->chain[i].len == 0)
+			return -EINVAL;
+	if ((k = key_get(t, q->key, q->keylen)) == NULL)
 		return -ENOMEM;
-	if ((k = key_get(t, q->key, q->keylen)) == NULL) {
-		if (pk != NULL)
-			key_gc(t, pk);
-		return -ENOMEM;
+	if ((r = chain_get(t, k, q, c, &n)) < 0) {
+		key_gc(t, k);
+		return r;
 	}
-	if (pk == k)
-		pk = NULL;
-	if ((l = parent_conflict(k, pk, s)) == NULL)
+	if ((l = chain_conflict(k, c, n, s)) == NULL)
 		l = holder_conflict(k, s, q->owner, q->start, q->end,
 		    q->mode);
 	if (q->flags & WSL_LOCK_TEST) {
@@ -795,8 +871,8 @@ table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
 				entry_from_lock(conflict, l);
 			/* A quiet try-lock leaves the holders alone. */
 			if (l != NULL && !(q->flags & WSL_LOCK_QUIET)) {
-				if (l->k == pk)
-					revoke_parent(t, pk, s);
+				if (l->k != k)
+					revoke_ancestor(t, l->k, s);
 				else
 					revoke_blockers(t, k, s, q->owner,
 					    q->start, q->end, q->mode);
@@ -809,7 +885,7 @@ table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
 		r = -EDQUOT;
 		goto out;
 	}
-	if ((w = calloc(1, sizeof *w)) == NULL) {
+	if ((w = calloc(1, sizeof *w + n * sizeof w->chain[0])) == NULL) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -821,14 +897,19 @@ table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
 	w->mode = q->mode;
 	w->cached = (q->flags & WSL_LOCK_CACHED) != 0;
 	w->reqid = q->reqid;
-	if ((w->pk = pk) != NULL)
-		TAILQ_INSERT_TAIL(&pk->children, w, pentry);
+	/* Any of them gaining or losing holders may change its fate. */
+	w->nchain = n;
+	for (i = 0; i < n; i++) {
+		w->chain[i].w = w;
+		w->chain[i].k = c[i].k;
+		TAILQ_INSERT_TAIL(&c[i].k->children, &w->chain[i], entry);
+	}
 	TAILQ_INSERT_TAIL(&k->waiters, w, kentry);
 	TAILQ_INSERT_TAIL(&s->waits, w, sentry);
 	s->nwaiters++;
 	if (!t->grace) {
-		if (l != NULL && l->k == pk)
-			revoke_parent(t, pk, s);
+		if (l != NULL && l->k != k)
+			revoke_ancestor(t, l->k, s);
 		else
 			revoke_blockers(t, k, s, q->owner, q->start, q->end,
 			    q->mode);
@@ -836,8 +917,7 @@ table_lock(struct table *t, struct table_sess *s, const struct table_req *q,
 	r = 1;
 out:
 	key_gc(t, k);
-	if (pk != NULL)
-		key_gc(t, pk);
+	chain_gc(t, c, n);
 	run_dirty(t);
 	return r;
 }
@@ -879,7 +959,7 @@ table_reclaim(struct table *t, struct table_sess *s, const struct table_req *q)
 	}
 	r = apply(k, s, q->owner, q->start, q->end, q->mode,
 	    (q->flags & WSL_LOCK_CACHED) != 0, q->token);
-	/* A new holder of k ends the parent's part in its waiters. */
+	/* A new holder of k ends the chain's part in its waiters. */
 	holders_changed(t, k);
 out:
 	key_gc(t, k);

@@ -105,6 +105,7 @@
 #include "defaults.h"
 
 #define WSLOCK_EOF		UINT64_MAX	/* end of the whole object */
+#define WSLOCK_MAX_CHAIN	8	/* keys of wslock_lock_chain's chain */
 #define WSLOCK_DEFAULT_PORT	WS_DEFAULT_PORT
 
 /* Modes. */
@@ -128,6 +129,12 @@
 #define WSLOCK_JEOPARDY		2	/* lease renewal overdue */
 
 struct wslock;
+
+/* One key of a chain (wslock_lock_chain), 1..1024 bytes, copied. */
+struct wslock_key {
+	const void	*key;
+	size_t		 len;
+};
 
 /* What a lock is about; key is copied, so it may be the caller's buffer. */
 struct wslock_range {
@@ -253,10 +260,23 @@ int	wslock_process(struct wslock *);
 int	wslock_lock(struct wslock *, const struct wslock_range *, int mode,
 	    int flags, void *reqarg, uint64_t *reqid);
 /*
- * wslock_lock for an object reached through the directory whose lock key
- * is parent (parentlen bytes, copied): while nobody holds the object's
- * key, the request also conflicts with another session's exclusive lock
- * on the parent (PROTOCOL.md, "Objects under a directory's lock").
+ * wslock_lock for an object reached through a chain of directories:
+ * chain[0] is the lock key of the directory it was reached through, the
+ * parent, and chain[1..n-1] are that directory's ancestors, nearest
+ * first; n is 1..WSLOCK_MAX_CHAIN and the keys are copied. While nobody
+ * holds the object's key, the request also conflicts with another
+ * session's exclusive lock on the first key of the chain that has a
+ * holder at all (PROTOCOL.md, "Objects under a directory's lock"). The
+ * chain is kept with the request and sent again after a reconnect.
+ * Returns as wslock_lock; -EINVAL also for n out of range or a NULL,
+ * empty or longer than 1024 bytes key in the chain.
+ */
+int	wslock_lock_chain(struct wslock *, const struct wslock_range *,
+	    const struct wslock_key *chain, size_t n, int mode, int flags,
+	    void *reqarg, uint64_t *reqid);
+/*
+ * wslock_lock_chain with a chain of one: the parent alone (parentlen
+ * bytes, copied).
  */
 int	wslock_lock_under(struct wslock *, const struct wslock_range *,
 	    const void *parent, size_t parentlen, int mode, int flags,

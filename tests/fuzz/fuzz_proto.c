@@ -5,9 +5,10 @@
  * it was not built for without reading past it, and to the MAC check of
  * protocol version 2, which must refuse it (the fuzzer does not know the
  * key) without reading past it either. A decoded lock request is
- * re-encoded and must decode to the same fields; sealed with a MAC it
- * must open under the same key and sequence number, and no longer once
- * one byte of it changes.
+ * re-encoded and must decode to the same fields, its chain of ancestors
+ * included, which must agree with its flags and lie inside the frame;
+ * sealed with a MAC it must open under the same key and sequence number,
+ * and no longer once one byte of it changes.
  */
 #include "config.h"
 
@@ -60,6 +61,39 @@ check_sealed(const struct wsl_frame *f, const struct wsl_lockreq *q,
 	wsl_buf_free(&b);
 }
 
+/* The chain agrees with the flags (PROTOCOL.md, field rules). */
+static void
+check_chain(const struct wsl_frame *f, const struct wsl_lockreq *q)
+{
+	size_t	i;
+
+	if (q->nchain > WSL_MAX_CHAIN ||
+	    ((q->flags & WSL_LOCK_UNDER) != 0) != (q->nchain >= 1) ||
+	    ((q->flags & WSL_LOCK_ABOVE) != 0) != (q->nchain >= 2) ||
+	    (q->nchain > 0 && f->type != WSL_LOCK))
+		abort();
+	for (i = 0; i < q->nchain; i++)
+		if (q->chain[i].len == 0 || q->chain[i].len > WSL_MAX_KEY ||
+		    q->chain[i].key < f->body || q->chain[i].key +
+		    q->chain[i].len > f->body + f->bodylen)
+			abort();
+}
+
+static int
+same_chain(const struct wsl_lockreq *a, const struct wsl_lockreq *b)
+{
+	size_t	i;
+
+	if (a->nchain != b->nchain)
+		return 0;
+	for (i = 0; i < a->nchain; i++)
+		if (a->chain[i].len != b->chain[i].len ||
+		    memcmp(a->chain[i].key, b->chain[i].key,
+		    a->chain[i].len) != 0)
+			return 0;
+	return 1;
+}
+
 static void
 check_lock_roundtrip(const struct wsl_frame *f, const struct wsl_lockreq *q)
 {
@@ -73,9 +107,8 @@ check_lock_roundtrip(const struct wsl_frame *f, const struct wsl_lockreq *q)
 		abort();
 	if (wsl_dec_lock(&g, &d) < 0 || d.owner != q->owner ||
 	    d.start != q->start || d.end != q->end || d.keylen != q->keylen ||
-	    memcmp(d.key, q->key, q->keylen) != 0 ||
-	    d.parentlen != q->parentlen || (q->parentlen != 0 &&
-	    memcmp(d.parent, q->parent, q->parentlen) != 0))
+	    memcmp(d.key, q->key, q->keylen) != 0 || d.flags != q->flags ||
+	    !same_chain(&d, q))
 		abort();
 	if (g.bodylen != f->bodylen || memcmp(g.body, f->body, g.bodylen) != 0)
 		abort();
@@ -113,6 +146,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)wsl_dec_nonce(&f, n);
 		(void)wsl_dec_welcome(&f, &w);
 		if (wsl_dec_lock(&f, &q) == 0) {
+			check_chain(&f, &q);
 			check_lock_roundtrip(&f, &q);
 			check_sealed(&f, &q, seq, (size_t)f.id ^ size);
 		}

@@ -49,7 +49,7 @@ def server_addr(c):
 
 # Raw frames, for tests that speak the protocol by hand (PROTOCOL.md).
 HDR = struct.Struct(">IHHQ")
-VERSION = 3
+VERSION = 4
 
 
 def frame(type_, body=b"", rid=0, version=VERSION, length=None):

@@ -41,7 +41,8 @@ t_seal_roundtrip(void **state)
 	struct wsl_seal		 tx, rx;
 	struct wsl_buf		 b = { 0 };
 	struct wsl_lockreq	 q = { 7, 0, 100, WSL_EXCLUSIVE, WSL_LOCK_WAIT,
-				    0, (const uint8_t *)"key", 3, NULL, 0 }, d;
+				    0, (const uint8_t *)"key", 3,
+				    { { NULL, 0 } }, 0 }, d;
 	struct wsl_frame	 f;
 	int			 n;
 

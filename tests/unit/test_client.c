@@ -5,7 +5,8 @@
  * or accepts and stays silent. The tests check what wslock.h promises
  * about threads and liveness: callbacks run only inside wslock_process(),
  * and a connection that never finishes its handshake is dropped and
- * retried, which wslock_conn_stats() reports.
+ * retried, which wslock_conn_stats() reports. A LOCK's chain of
+ * ancestors reaches the server whole, and again after a reconnect.
  */
 #include "config.h"
 
@@ -53,7 +54,31 @@ struct fake {
 	int		 hellos;	/* guarded by mu */
 	int		 closed;	/* guarded by mu: connections ended */
 	uint64_t	 ids[4];	/* guarded by mu: HELLOs' client ids */
+	int		 nlocks;	/* guarded by mu: LOCKs received */
+	char		 locks[4][128];	/* guarded by mu: "key<chain" */
+	int		 dropped;	/* a LOCK of "drop" was left unanswered */
 };
+
+/* Note a LOCK as "flags key<parent<ancestor..." for the test to check. */
+static void
+fake_note_lock(struct fake *fk, const struct wsl_lockreq *q)
+{
+	char	*p;
+	size_t	 i;
+
+	pthread_mutex_lock(&fk->mu);
+	if (fk->nlocks < 4) {
+		p = fk->locks[fk->nlocks];
+		snprintf(p, sizeof fk->locks[0], "%02x %.*s", q->flags,
+		    (int)q->keylen, (const char *)q->key);
+		for (i = 0; i < q->nchain; i++)
+			snprintf(p + strlen(p), sizeof fk->locks[0] - strlen(p),
+			    "<%.*s", (int)q->chain[i].len,
+			    (const char *)q->chain[i].key);
+	}
+	fk->nlocks++;
+	pthread_mutex_unlock(&fk->mu);
+}
 
 static void
 send_all(int fd, struct wsl_buf *b)
@@ -118,7 +143,13 @@ fake_frame(struct fake *fk, int fd, const struct wsl_frame *f)
 	case WSL_LOCK:
 		if (wsl_dec_lock(f, &q) < 0)
 			return -1;
-		if ((q.flags & WSL_LOCK_TEST) && q.keylen == 4 &&
+		fake_note_lock(fk, &q);
+		if (q.keylen == 4 && memcmp(q.key, "drop", 4) == 0 &&
+		    !fk->dropped) {
+			/* The link drops before the answer. */
+			fk->dropped = 1;
+			r = -1;
+		} else if ((q.flags & WSL_LOCK_TEST) && q.keylen == 4 &&
 		    memcmp(q.key, "busy", 4) == 0) {
 			/* Someone else holds "busy" exclusively. */
 			c = (struct wsl_conflict){ 99, 5, 0, WSL_RANGE_END,
@@ -383,6 +414,12 @@ static int
 one_done(void)
 {
 	return seen.ndone >= 1;
+}
+
+static int
+two_done(void)
+{
+	return seen.ndone >= 2;
 }
 
 static int
@@ -684,6 +721,71 @@ t_secret_refused_new_id(void **state)
 	fake_free(fk);
 }
 
+/*
+ * wslock_lock_chain(): the chain goes out whole, with the flags it needs,
+ * and goes out again with a request sent again after the link dropped.
+ */
+static void
+t_lock_chain(void **state)
+{
+	struct fake		*fk = fake_new(FAKE_ANSWER, 1);
+	struct wslock		*wl;
+	struct wslock_range	 rg = { "drop", 4, 1, 0, WSLOCK_EOF };
+	struct wslock_key	 ch[WSLOCK_MAX_CHAIN + 1];
+	static char		 big[1025];
+	char			 parent[] = "P";
+	int			 i, tag;
+
+	for (i = 0; i <= WSLOCK_MAX_CHAIN; i++)
+		ch[i] = (struct wslock_key){ "A", 1 };
+	memset(&seen, 0, sizeof seen);
+	wl = open_handle(fk);
+	assert_int_equal(wslock_connect_wait(wl, 5000), 0);
+	/* Bad chains are refused before anything is sent. */
+	assert_int_equal(wslock_lock_chain(wl, &rg, ch, 0, WSLOCK_SHARED, 0,
+	    NULL, NULL), -EINVAL);
+	assert_int_equal(wslock_lock_chain(wl, &rg, ch, WSLOCK_MAX_CHAIN + 1,
+	    WSLOCK_SHARED, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(wslock_lock_chain(wl, &rg, NULL, 1, WSLOCK_SHARED, 0,
+	    NULL, NULL), -EINVAL);
+	ch[2].len = 0;
+	assert_int_equal(wslock_lock_chain(wl, &rg, ch, 3, WSLOCK_SHARED, 0,
+	    NULL, NULL), -EINVAL);
+	ch[2] = (struct wslock_key){ big, sizeof big };
+	assert_int_equal(wslock_lock_chain(wl, &rg, ch, 3, WSLOCK_SHARED, 0,
+	    NULL, NULL), -EINVAL);
+	ch[2] = (struct wslock_key){ NULL, 1 };
+	assert_int_equal(wslock_lock_chain(wl, &rg, ch, 3, WSLOCK_SHARED, 0,
+	    NULL, NULL), -EINVAL);
+	assert_int_equal(wslock_lock_under(wl, &rg, NULL, 1, WSLOCK_SHARED, 0,
+	    NULL, NULL), -EINVAL);
+	assert_int_equal(fake_count(fk, &fk->nlocks), 0);
+
+	/* The keys are copied: the caller's buffers may change at once. */
+	ch[0] = (struct wslock_key){ parent, 1 };
+	ch[1] = (struct wslock_key){ "Q", 1 };
+	ch[2] = (struct wslock_key){ "root", 4 };
+	assert_int_equal(wslock_lock_chain(wl, &rg, ch, 3, WSLOCK_EXCLUSIVE,
+	    WSLOCK_CACHED, &tag, NULL), 0);
+	parent[0] = 'x';
+	assert_true(run_until(wl, one_done, 10000));
+	assert_int_equal(seen.status, 0);
+	assert_ptr_equal(seen.reqarg, &tag);
+	assert_int_equal(fake_count(fk, &fk->nlocks), 2);
+	assert_string_equal(fk->locks[0], "32 drop<P<Q<root");
+	assert_string_equal(fk->locks[1], "32 drop<P<Q<root");
+	/* The parent alone: UNDER without ABOVE. */
+	rg.key = "k";
+	rg.keylen = 1;
+	assert_int_equal(wslock_lock_under(wl, &rg, "P", 1, WSLOCK_SHARED, 0,
+	    NULL, NULL), 0);
+	assert_true(run_until(wl, two_done, 5000));
+	assert_int_equal(fake_count(fk, &fk->nlocks), 3);
+	assert_string_equal(fk->locks[2], "10 k<P");
+	wslock_close(wl);
+	fake_free(fk);
+}
+
 UNIT_MAIN(1, NULL, NULL,
     cmocka_unit_test(t_cancel_unsent_calls_back_later),
     cmocka_unit_test(t_blocking_call_runs_no_callback),
@@ -691,4 +793,5 @@ UNIT_MAIN(1, NULL, NULL,
     cmocka_unit_test(t_conn_stats),
     cmocka_unit_test(t_async_test),
     cmocka_unit_test(t_grant_crossing_cancel_then_eof),
-    cmocka_unit_test(t_secret_refused_new_id))
+    cmocka_unit_test(t_secret_refused_new_id),
+    cmocka_unit_test(t_lock_chain))

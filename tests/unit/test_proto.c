@@ -222,7 +222,8 @@ t_lock_types(void **state)
 	struct wsl_buf		b = { 0 };
 	struct wsl_lockreq	q = { 42, 10, WSL_RANGE_END, WSL_EXCLUSIVE,
 				    WSL_LOCK_CACHED, 0x100000005ULL,
-				    (const uint8_t *)"ws/a/1:2", 8, NULL, 0 }, d;
+				    (const uint8_t *)"ws/a/1:2", 8,
+				    { { NULL, 0 } }, 0 }, d;
 	struct wsl_frame	f;
 	size_t			i;
 
@@ -252,7 +253,8 @@ t_lock_bad_fields(void **state)
 {
 	struct wsl_buf		b = { 0 };
 	struct wsl_lockreq	q = { 1, 0, 10, WSL_SHARED, 0, 0,
-				    (const uint8_t *)"k", 1, NULL, 0 }, d;
+				    (const uint8_t *)"k", 1, { { NULL, 0 } },
+				    0 }, d;
 	struct wsl_frame	f;
 	uint8_t			*body;
 
@@ -264,9 +266,11 @@ t_lock_bad_fields(void **state)
 	body[24] = 0;
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
 	body[24] = WSL_SHARED;
-	body[25] = 0x20;			/* unknown flag */
+	body[25] = 0x40;			/* unknown flag */
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
 	body[25] = WSL_LOCK_UNDER;		/* no parent follows */
+	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
+	body[25] = WSL_LOCK_ABOVE;		/* ancestors, no parent */
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
 	body[25] = WSL_LOCK_QUIET | WSL_LOCK_WAIT;	/* quiet never waits */
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
@@ -291,48 +295,177 @@ t_lock_bad_fields(void **state)
 	wsl_buf_free(&b);
 }
 
-/* LOCK with UNDER carries the parent's key after its own; RECLAIM not. */
+/* The keys of a chain, parent first. */
+static const char *const chain_keys[WSL_MAX_CHAIN] = { "g/1/3", "g/1/2",
+    "g/1/1", "d4", "d5", "d6", "d7", "the eighth" };
+
+/* q carries the first n keys of chain_keys, with the flags they need. */
 static void
-t_lock_under(void **state)
+set_chain(struct wsl_lockreq *q, size_t n)
 {
+	size_t	i;
+
+	q->flags &= ~(WSL_LOCK_UNDER | WSL_LOCK_ABOVE);
+	if (n > 0)
+		q->flags |= WSL_LOCK_UNDER;
+	if (n > 1)
+		q->flags |= WSL_LOCK_ABOVE;
+	for (i = 0; i < n; i++) {
+		q->chain[i].key = (const uint8_t *)chain_keys[i];
+		q->chain[i].len = strlen(chain_keys[i]);
+	}
+	q->nchain = n;
+}
+
+/*
+ * f's body with flags set to fl and extra appended: a LOCK made by hand.
+ * Returns what the decoder says of it.
+ */
+static int
+dec_edited(const struct wsl_frame *f, uint8_t fl, const void *extra,
+    size_t n)
+{
+	struct wsl_frame	 g = *f;
+	struct wsl_lockreq	 d;
+	uint8_t			*body = malloc(f->bodylen + n);
+	int			 r;
+
+	memcpy(body, f->body, f->bodylen);
+	memcpy(body + f->bodylen, extra, n);
+	body[25] = fl;
+	g.body = body;
+	g.bodylen = f->bodylen + n;
+	r = wsl_dec_lock(&g, &d);
+	free(body);
+	return r;
+}
+
+/*
+ * LOCK with UNDER carries the parent's key after its own, with ABOVE then
+ * a count and the ancestors above the parent; RECLAIM and UNLOCK not.
+ */
+static void
+t_lock_chain(void **state)
+{
+	static const size_t	 sizes[] = { 1, 2, 8 };
 	struct wsl_buf		 b = { 0 };
 	struct wsl_lockreq	 q = { 7, 0, WSL_RANGE_END, WSL_SHARED,
-				    WSL_LOCK_UNDER | WSL_LOCK_WAIT, 0,
-				    (const uint8_t *)"g/1/20", 6,
-				    (const uint8_t *)"g/1/3", 5 }, d;
+				    WSL_LOCK_WAIT, 0, (const uint8_t *)"g/1/20",
+				    6, { { NULL, 0 } }, 0 }, d;
 	struct wsl_frame	 f;
 	uint8_t			*body;
+	size_t			 i, j, len;
 
+	for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		set_chain(&q, sizes[i]);
+		assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), 0);
+		f = one_frame(&b);
+		len = 24 + 2 + 2 + 6 + (sizes[i] > 1);
+		for (j = 0; j < sizes[i]; j++)
+			len += 2 + strlen(chain_keys[j]);
+		assert_int_equal(f.bodylen, len);
+		assert_int_equal(wsl_dec_lock(&f, &d), 0);
+		assert_int_equal(d.flags, q.flags);
+		assert_int_equal(d.keylen, 6);
+		assert_memory_equal(d.key, "g/1/20", 6);
+		assert_int_equal(d.nchain, sizes[i]);
+		for (j = 0; j < sizes[i]; j++) {
+			assert_int_equal(d.chain[j].len, q.chain[j].len);
+			assert_memory_equal(d.chain[j].key, q.chain[j].key,
+			    q.chain[j].len);
+		}
+		/* Truncated anywhere, or a byte too long: malformed. */
+		check_body_strict(&f, (dec_fn)wsl_dec_lock);
+		wsl_buf_free(&b);
+	}
+
+	/* Parent alone: u16 length, key; a length of 0 is malformed. */
+	set_chain(&q, 1);
 	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), 0);
 	f = one_frame(&b);
-	assert_int_equal(wsl_dec_lock(&f, &d), 0);
-	assert_int_equal(d.flags, WSL_LOCK_UNDER | WSL_LOCK_WAIT);
-	assert_int_equal(d.keylen, 6);
-	assert_memory_equal(d.key, "g/1/20", 6);
-	assert_int_equal(d.parentlen, 5);
-	assert_memory_equal(d.parent, "g/1/3", 5);
-	check_body_strict(&f, (dec_fn)wsl_dec_lock);
-	/* A parent length of 0 is malformed. */
+	assert_int_equal(f.bodylen, 24 + 2 + 2 + 6 + 2 + 5);
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER, "", 0), 0);
+	/* Ancestors: n = 1..7 of them, each 1..WSL_MAX_KEY bytes. */
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER | WSL_LOCK_ABOVE,
+	    "\1\0\1a", 4), 0);
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER | WSL_LOCK_ABOVE,
+	    "\7\0\1a\0\1b\0\1c\0\1d\0\1e\0\1f\0\1g", 22), 0);
+	/* n = 0, n = 8 (nine keys in all), n missing. */
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER | WSL_LOCK_ABOVE,
+	    "\0", 1), -EBADMSG);
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER | WSL_LOCK_ABOVE,
+	    "\10\0\1a\0\1b\0\1c\0\1d\0\1e\0\1f\0\1g\0\1h", 25),
+	    -EBADMSG);
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER | WSL_LOCK_ABOVE,
+	    "", 0), -EBADMSG);
+	/* A zero-length ancestor, one cut short, one too many bytes. */
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER | WSL_LOCK_ABOVE,
+	    "\1\0\0", 3), -EBADMSG);
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER | WSL_LOCK_ABOVE,
+	    "\2\0\1a", 4), -EBADMSG);
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER | WSL_LOCK_ABOVE,
+	    "\1\0\1ab", 5), -EBADMSG);
+	/* Ancestors without ABOVE are trailing bytes. */
+	assert_int_equal(dec_edited(&f, WSL_LOCK_UNDER, "\1\0\1a", 4),
+	    -EBADMSG);
 	body = (uint8_t *)f.body;
 	body[24 + 2 + 2 + 6] = 0;
 	body[24 + 2 + 2 + 6 + 1] = 0;
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
 	wsl_buf_free(&b);
-	/* Without UNDER the parent is not sent. */
-	q.flags = WSL_LOCK_WAIT;
+
+	/* An ancestor longer than WSL_MAX_KEY. */
+	set_chain(&q, 2);
+	q.chain[1].key = calloc(1, WSL_MAX_KEY + 1);
+	q.chain[1].len = WSL_MAX_KEY;
 	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), 0);
 	f = one_frame(&b);
-	assert_int_equal(f.len, 16 + 24 + 2 + 2 + 6);
 	assert_int_equal(wsl_dec_lock(&f, &d), 0);
-	assert_null(d.parent);
+	assert_int_equal(d.chain[1].len, WSL_MAX_KEY);
 	wsl_buf_free(&b);
-	/* The encoder refuses an empty parent, and UNDER on RECLAIM. */
-	q.flags = WSL_LOCK_UNDER;
-	q.parentlen = 0;
+	q.chain[1].len = WSL_MAX_KEY + 1;
 	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), -EINVAL);
-	q.parentlen = 5;
+	q.chain[1].len = 1;
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), 0);
+	f = one_frame(&b);
+	body = (uint8_t *)f.body;
+	body[f.bodylen - 3] = (WSL_MAX_KEY + 1) >> 8;	/* u16 length */
+	body[f.bodylen - 2] = (WSL_MAX_KEY + 1) & 0xff;
+	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
+	wsl_buf_free(&b);
+	free((void *)q.chain[1].key);
+
+	/* The encoder wants the flags to match the chain. */
+	set_chain(&q, 0);
+	q.flags |= WSL_LOCK_UNDER;
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), -EINVAL);
+	set_chain(&q, 2);
+	q.flags &= ~WSL_LOCK_ABOVE;
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), -EINVAL);
+	set_chain(&q, 1);
+	q.flags |= WSL_LOCK_ABOVE;
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), -EINVAL);
+	q.flags &= ~(WSL_LOCK_ABOVE | WSL_LOCK_UNDER);
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), -EINVAL);
+	set_chain(&q, 8);
+	q.nchain = WSL_MAX_CHAIN + 1;
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), -EINVAL);
+	set_chain(&q, 3);
+	q.chain[2].len = 0;
+	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 9, &q), -EINVAL);
+	assert_int_equal(b.len, 0);
+	/* RECLAIM and UNLOCK send none; a RECLAIM saying UNDER is refused. */
+	set_chain(&q, 2);
+	q.flags = WSL_LOCK_UNDER | WSL_LOCK_ABOVE;
+	assert_int_equal(wsl_enc_lock(&b, WSL_UNLOCK, 9, &q), 0);
+	f = one_frame(&b);
+	assert_int_equal(f.bodylen, 24 + 2 + 6);
+	assert_int_equal(wsl_dec_lock(&f, &d), 0);
+	assert_int_equal(d.nchain, 0);
+	wsl_buf_free(&b);
 	assert_int_equal(wsl_enc_lock(&b, WSL_RECLAIM, 9, &q), 0);
 	f = one_frame(&b);
+	assert_int_equal(f.bodylen, 24 + 2 + 8 + 2 + 6);
 	assert_int_equal(wsl_dec_lock(&f, &d), -EBADMSG);
 	wsl_buf_free(&b);
 }
@@ -343,7 +476,7 @@ t_lock_key_limits(void **state)
 	struct wsl_buf		 b = { 0 };
 	uint8_t			*key = calloc(1, WSL_MAX_KEY + 1);
 	struct wsl_lockreq	 q = { 1, 0, 1, WSL_SHARED, 0, 0, key,
-				    WSL_MAX_KEY, NULL, 0 }, d;
+				    WSL_MAX_KEY, { { NULL, 0 } }, 0 }, d;
 	struct wsl_frame	 f;
 
 	assert_int_equal(wsl_enc_lock(&b, WSL_LOCK, 1, &q), 0);
@@ -552,7 +685,7 @@ UNIT_MAIN(sodium_init() >= 0, NULL, NULL,
     cmocka_unit_test(t_welcome),
     cmocka_unit_test(t_lock_types),
     cmocka_unit_test(t_lock_bad_fields),
-    cmocka_unit_test(t_lock_under),
+    cmocka_unit_test(t_lock_chain),
     cmocka_unit_test(t_lock_key_limits),
     cmocka_unit_test(t_small_replies),
     cmocka_unit_test(t_revoke),

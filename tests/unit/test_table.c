@@ -2,7 +2,8 @@
  * Unit tests for the lock table (lockd/table.c): conflicts, POSIX byte-range
  * semantics per owner, FIFO fairness, upgrade and downgrade, cancel,
  * revoke of cached locks, release on expiry, grace and reclaim, resync,
- * limits and fencing tokens.
+ * limits and fencing tokens; objects under a directory's lock (LOCK
+ * UNDER a chain of ancestors).
  */
 #include "config.h"
 
@@ -33,6 +34,7 @@ struct ev {
 	uint64_t		 owner;
 	uint64_t		 start;
 	uint64_t		 end;
+	char			 key[16];	/* revoke */
 };
 
 static struct ev	evs[MAXEV];
@@ -49,7 +51,7 @@ static void
 on_grant(void *arg, struct table_sess *s, uint64_t reqid, uint64_t token)
 {
 	assert_true(nev < MAXEV);
-	evs[nev++] = (struct ev){ 'g', s, reqid, token, 0, 0, 0 };
+	evs[nev++] = (struct ev){ 'g', s, reqid, token, 0, 0, 0, "" };
 }
 
 static void
@@ -57,7 +59,9 @@ on_revoke(void *arg, struct table_sess *s, const uint8_t *key, size_t keylen,
     uint64_t owner, uint64_t start, uint64_t end, uint64_t token)
 {
 	assert_true(nev < MAXEV);
-	evs[nev++] = (struct ev){ 'r', s, 0, token, owner, start, end };
+	assert_true(keylen < sizeof evs[0].key);
+	evs[nev] = (struct ev){ 'r', s, 0, token, owner, start, end, "" };
+	memcpy(evs[nev++].key, key, keylen);
 }
 
 static const struct table_ops ops = { tok, on_grant, on_revoke };
@@ -663,17 +667,39 @@ t_many_keys(void **state)
 	assert_int_equal(table_nkeys(f->t), 0);
 }
 
-/* lkey for an object reached through the directory key parent (UNDER). */
+/*
+ * lkey for an object reached through a chain of directory keys, the
+ * parent first (UNDER, ABOVE); chain is NULL-terminated.
+ */
+static int
+lkc(struct fx *f, struct table_sess *s, const char *key,
+    const char *const *chain, uint8_t mode, uint8_t flags, uint64_t reqid,
+    struct table_entry *c)
+{
+	struct wsl_key		ch[WSL_MAX_CHAIN + 1];
+	struct table_req	q = { (const uint8_t *)key, strlen(key), 0, 0,
+				    ALL, mode, flags | WSL_LOCK_UNDER, reqid,
+				    0, ch, 0 };
+	uint64_t		t = 0;
+
+	for (; chain[q.nchain] != NULL; q.nchain++) {
+		assert_true(q.nchain < WSL_MAX_CHAIN + 1);
+		ch[q.nchain].key = (const uint8_t *)chain[q.nchain];
+		ch[q.nchain].len = strlen(chain[q.nchain]);
+	}
+	if (q.nchain > 1)
+		q.flags |= WSL_LOCK_ABOVE;
+	return table_lock(f->t, s, &q, &t, c);
+}
+
+/* lkc with the parent alone (UNDER). */
 static int
 lku(struct fx *f, struct table_sess *s, const char *key, const char *parent,
     uint8_t mode, uint8_t flags, uint64_t reqid, struct table_entry *c)
 {
-	struct table_req	q = { (const uint8_t *)key, strlen(key), 0, 0,
-				    ALL, mode, flags, reqid, 0,
-				    (const uint8_t *)parent, strlen(parent) };
-	uint64_t		t = 0;
+	const char	*chain[] = { parent, NULL };
 
-	return table_lock(f->t, s, &q, &t, c);
+	return lkc(f, s, key, chain, mode, flags, reqid, c);
 }
 
 static int
@@ -819,6 +845,265 @@ t_under_parent_cycle(void **state)
 	table_sess_release(f->t, f->b);
 }
 
+/* A revoke of key pushed to s is event i. */
+static void
+revoked(int i, struct table_sess *s, const char *key)
+{
+	assert_true(i < nev);
+	assert_int_equal(evs[i].kind, 'r');
+	assert_ptr_equal(evs[i].s, s);
+	assert_string_equal(evs[i].key, key);
+}
+
+/* A grant of reqid to s is event i. */
+static void
+granted(int i, struct table_sess *s, uint64_t reqid)
+{
+	assert_true(i < nev);
+	assert_int_equal(evs[i].kind, 'g');
+	assert_ptr_equal(evs[i].s, s);
+	assert_int_equal(evs[i].reqid, reqid);
+}
+
+/* X is reached through D0, its parent, D1 above it, and so on. */
+static const char *const chain3[] = { "D0", "D1", "D2", NULL };
+
+/*
+ * The decisive ancestor two levels up, the nearer one free: the request
+ * waits for it and the server revokes it; given back, the waiter goes.
+ */
+static void
+t_chain_waits_for_ancestor(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "D1", EX, CW, 1), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain3, EX, CW, 2, NULL), 1);
+	assert_int_equal(nev, 1);
+	revoked(0, f->a, "D1");
+	/* Held shared, D1 still ends the walk, and bars nobody. */
+	assert_int_equal(lkey(f, f->a, "D1", SH, CW, 3), 0);
+	assert_int_equal(nev, 2);
+	granted(1, f->b, 2);
+	table_sess_release(f->t, f->a);
+	table_sess_release(f->t, f->b);
+	assert_int_equal(table_nkeys(f->t), 0);
+}
+
+/* Three levels up: quiet disturbs nobody, test names it, try revokes. */
+static void
+t_chain_try_quiet_test(void **state)
+{
+	static const char *const chain8[] = { "D0", "D1", "D2", "D3", "D4",
+				    "D5", "D6", "D7", NULL };
+	struct fx		*f = *state;
+	struct table_entry	 c;
+
+	assert_int_equal(lkey(f, f->a, "D2", EX, CW, 1), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain3, SH,
+	    WSL_LOCK_CACHED | WSL_LOCK_QUIET, 2, NULL), -EAGAIN);
+	assert_int_equal(nev, 0);
+	memset(&c, 0, sizeof c);
+	assert_int_equal(lkc(f, f->b, "X", chain3, SH, WSL_LOCK_TEST, 3, &c),
+	    -EAGAIN);
+	assert_ptr_equal(c.sess, f->a);
+	assert_int_equal(c.keylen, 2);
+	assert_memory_equal(c.key, "D2", 2);
+	assert_int_equal(c.mode, EX);
+	assert_int_equal(nev, 0);
+	assert_int_equal(lkc(f, f->b, "X", chain3, EX, WSL_LOCK_CACHED, 4,
+	    NULL), -EAGAIN);
+	assert_int_equal(nev, 1);
+	revoked(0, f->a, "D2");
+	/* The last of eight keys decides as well; once revoked, once. */
+	assert_int_equal(ulkey(f, f->a, "D2"), 0);
+	assert_int_equal(lkey(f, f->c, "D7", EX, CW, 5), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain8, SH, WSL_LOCK_TEST, 6, &c),
+	    -EAGAIN);
+	assert_ptr_equal(c.sess, f->c);
+	assert_int_equal(lkc(f, f->b, "X", chain8, SH, WSL_LOCK_CACHED, 7,
+	    NULL), -EAGAIN);
+	assert_int_equal(lkc(f, f->b, "X", chain8, SH, WSL_LOCK_CACHED, 8,
+	    NULL), -EAGAIN);
+	assert_int_equal(nev, 2);
+	revoked(1, f->c, "D7");
+	/* Not past the end: with seven keys D7 plays no part. */
+	assert_int_equal(lkc(f, f->b, "X", chain8 + 1, SH, WSL_LOCK_CACHED,
+	    9, NULL), -EAGAIN);
+	assert_int_equal(lkc(f, f->b, "X", chain3, SH, WSL_LOCK_CACHED, 10,
+	    NULL), 0);
+	assert_int_equal(table_nkeys(f->t), 2);
+}
+
+/*
+ * A nearer ancestor with any holder ends the walk, even if a farther one
+ * is held exclusively by another session: held shared by a third
+ * session, or by the requester itself.
+ */
+static void
+t_chain_nearer_holder_ends_walk(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "D2", EX, CW, 1), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain3, EX, CW, 2, NULL), 1);
+	assert_int_equal(table_cancel(f->t, f->b, 2), 0);
+	assert_int_equal(lkey(f, f->c, "D0", SH, CW, 3), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain3, EX, CW, 4, NULL), 0);
+	assert_int_equal(ulkey(f, f->c, "D0"), 0);
+	assert_int_equal(lkey(f, f->b, "D1", SH, CW, 5), 0);
+	assert_int_equal(lkc(f, f->b, "Y", chain3, EX, CW, 6, NULL), 0);
+	/* ... exclusively by the requester, the same. */
+	assert_int_equal(ulkey(f, f->b, "D1"), 0);
+	assert_int_equal(lkey(f, f->b, "D1", EX, CW, 7), 0);
+	assert_int_equal(lkc(f, f->b, "Z", chain3, EX, CW, 8, NULL), 0);
+	/* Only the revoke of the first, cancelled wait. */
+	assert_int_equal(nev, 1);
+	revoked(0, f->a, "D2");
+}
+
+/*
+ * The decisive ancestor's holder passes the waiters it holds off; they
+ * then wait for its lock on the object itself.
+ */
+static void
+t_chain_holder_passes(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "D2", EX, CW, 1), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain3, EX, CW, 2, NULL), 1);
+	assert_int_equal(lkc(f, f->c, "X", chain3, SH, CW, 3, NULL), 1);
+	assert_int_equal(lkc(f, f->a, "X", chain3, EX, CW, 4, NULL), 0);
+	/* Held, X is what they wait for: its holder is asked for it. */
+	assert_int_equal(nev, 2);
+	revoked(0, f->a, "D2");
+	revoked(1, f->a, "X");
+	assert_int_equal(ulkey(f, f->a, "D2"), 0);
+	assert_int_equal(nev, 2);
+	assert_int_equal(ulkey(f, f->a, "X"), 0);
+	assert_int_equal(nev, 4);
+	granted(2, f->b, 2);
+	revoked(3, f->b, "X");		/* c waits for b now */
+	assert_int_equal(table_sess_nwaiters(f->c), 1);
+}
+
+/*
+ * The decisive ancestor of a waiter moves: a nearer key gains a holder,
+ * then the decisive one loses its last. b waits for D1 of a; a takes D0
+ * (not held off by b, who waits on X), so b now waits for D0 and it is
+ * revoked; a gives D1 back: b still waits, for D0; a gives D0 back: b
+ * goes. Then the other way: D0 free, the walk goes on to D2.
+ */
+static void
+t_chain_decisive_moves(void **state)
+{
+	struct fx	*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "D1", EX, CW, 1), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain3, EX, CW, 2, NULL), 1);
+	assert_int_equal(nev, 1);
+	revoked(0, f->a, "D1");
+	assert_int_equal(lku(f, f->a, "D0", "D1", EX, CW, 3, NULL), 0);
+	assert_int_equal(nev, 2);
+	revoked(1, f->a, "D0");
+	assert_int_equal(ulkey(f, f->a, "D1"), 0);
+	assert_int_equal(nev, 2);
+	assert_int_equal(table_sess_nwaiters(f->b), 1);
+	assert_int_equal(ulkey(f, f->a, "D0"), 0);
+	assert_int_equal(nev, 3);
+	granted(2, f->b, 2);
+	assert_int_equal(ulkey(f, f->b, "X"), 0);
+
+	/* D0 held, D2 held too: D0 decides; D0 gone, D2 decides. */
+	assert_int_equal(lkey(f, f->a, "D0", EX, CW, 4), 0);
+	assert_int_equal(lkey(f, f->c, "D2", EX, CW, 5), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain3, EX, CW, 6, NULL), 1);
+	assert_int_equal(nev, 4);
+	revoked(3, f->a, "D0");
+	assert_int_equal(ulkey(f, f->a, "D0"), 0);
+	assert_int_equal(nev, 5);
+	revoked(4, f->c, "D2");
+	assert_int_equal(table_sess_nwaiters(f->b), 1);
+	assert_int_equal(ulkey(f, f->c, "D2"), 0);
+	assert_int_equal(nev, 6);
+	granted(5, f->b, 6);
+}
+
+/*
+ * The object's own key in its chain is skipped, a key named twice counts
+ * once; neither leaves anything behind.
+ */
+static void
+t_chain_self_and_duplicates(void **state)
+{
+	static const char *const odd[] = { "X", "D0", "D0", "X", "D1", "D0",
+				    NULL };
+	static const char *const self[] = { "X", NULL };
+	struct fx		*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "D1", EX, CW, 1), 0);
+	assert_int_equal(lkc(f, f->b, "X", odd, EX, CW, 2, NULL), 1);
+	assert_int_equal(table_nkeys(f->t), 3);
+	assert_int_equal(nev, 1);
+	revoked(0, f->a, "D1");
+	assert_int_equal(lkc(f, f->c, "X", self, EX, CW, 3, NULL), 1);
+	assert_int_equal(table_cancel(f->t, f->b, 2), 0);
+	/* c was behind b only: nothing holds X or its parent X. */
+	assert_int_equal(nev, 2);
+	granted(1, f->c, 3);
+	assert_int_equal(ulkey(f, f->c, "X"), 0);
+	assert_int_equal(table_nkeys(f->t), 1);
+	/* A held parent D0 named again after D1 decides once, first. */
+	assert_int_equal(lkey(f, f->c, "D0", SH, CW, 4), 0);
+	assert_int_equal(lkc(f, f->b, "X", odd, EX, CW, 5, NULL), 0);
+}
+
+/* Sessions that end or lose their connection free chained waiters. */
+static void
+t_chain_waiters_freed(void **state)
+{
+	static const char *const chain8[] = { "D0", "D1", "D2", "D3", "D4",
+				    "D5", "D6", "D7", NULL };
+	static const char *const other[] = { "E0", "E1", "D7", NULL };
+	struct fx		*f = *state;
+
+	assert_int_equal(lkey(f, f->a, "D7", EX, CW, 1), 0);
+	assert_int_equal(lkc(f, f->b, "X", chain8, EX, CW, 2, NULL), 1);
+	assert_int_equal(lkc(f, f->b, "Y", chain8, SH, CW, 3, NULL), 1);
+	assert_int_equal(lkc(f, f->c, "X", other, SH, CW, 4, NULL), 1);
+	assert_int_equal(lkc(f, f->c, "Z", chain8 + 3, SH, CW, 5, NULL), 1);
+	assert_int_equal(table_nkeys(f->t), 13);
+	table_sess_release(f->t, f->b);
+	/* D7 held; c's X, E0, E1 and Z, D3..D6. */
+	assert_int_equal(table_nkeys(f->t), 9);
+	table_sess_drop_waiters(f->t, f->c);
+	assert_int_equal(table_nkeys(f->t), 1);
+	/* And a chain waiter still there when a session's holder ends. */
+	assert_int_equal(lkc(f, f->b, "X", chain8, EX, CW, 6, NULL), 1);
+	table_sess_release(f->t, f->a);
+	assert_int_equal(nev, 2);
+	granted(1, f->b, 6);
+	table_sess_release(f->t, f->b);
+	assert_int_equal(table_nkeys(f->t), 0);
+}
+
+/* At most WSL_MAX_CHAIN keys, none empty. */
+static void
+t_chain_invalid(void **state)
+{
+	static const char *const nine[] = { "1", "2", "3", "4", "5", "6",
+				    "7", "8", "9", NULL };
+	static const char *const empty[] = { "D0", "", NULL };
+	struct fx		*f = *state;
+
+	assert_int_equal(lkc(f, f->a, "X", nine, EX, CW, 1, NULL), -EINVAL);
+	assert_int_equal(lkc(f, f->a, "X", nine + 1, EX, CW, 2, NULL), 0);
+	assert_int_equal(lkc(f, f->a, "Y", empty, EX, CW, 3, NULL), -EINVAL);
+	table_sess_release(f->t, f->a);
+	assert_int_equal(table_nkeys(f->t), 0);
+}
+
 /* Every test of the table starts from a fresh one. */
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
@@ -855,4 +1140,12 @@ UNIT_MAIN(1, NULL, NULL,
     TEST(t_under_only_unheld_objects),
     TEST(t_under_try_quiet_test),
     TEST(t_under_parent_expires),
-    TEST(t_under_parent_cycle))
+    TEST(t_under_parent_cycle),
+    TEST(t_chain_waits_for_ancestor),
+    TEST(t_chain_try_quiet_test),
+    TEST(t_chain_nearer_holder_ends_walk),
+    TEST(t_chain_holder_passes),
+    TEST(t_chain_decisive_moves),
+    TEST(t_chain_self_and_duplicates),
+    TEST(t_chain_waiters_freed),
+    TEST(t_chain_invalid))
