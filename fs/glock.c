@@ -31,39 +31,52 @@
  * daemon stops dead: the server frees a silent node's locks only after a
  * whole lease.
  *
- * Objects made under a directory's lock. A regular file, symlink or
- * special file this node makes in a directory whose exclusive lock it
- * holds is *covered* by that hold: the node uses it as if it held the
- * object's exclusive lock, without asking wslockd (no round trip per new
- * object, and the create's reply may cache its attributes). Why no other
- * node can see such an object unlocked:
+ * Objects made under a directory's lock. An object this node makes in a
+ * directory whose exclusive lock it holds is *covered* by that hold: the
+ * node uses it as if it held the object's exclusive lock, without asking
+ * wslockd (no round trip per new object, and the create's reply may
+ * cache its attributes). A directory made there is covered too, and so
+ * is what is made in it in turn, up to GLOCK_CHAIN - 1 directories deep:
+ * an untar under a held directory asks the server for nothing. Why no
+ * other node can see such an object unlocked:
  *
- *  - every lock request of this node names the directory its object was
- *    reached through (LOCK UNDER, lockd/PROTOCOL.md), and while nobody
- *    holds an object's key wslockd holds such a request off for as long
- *    as another session holds that directory exclusively. A new object
- *    has one name, in the covering directory, so another node can reach
- *    it (lookup, listing, an unlocked stat of the backing store) only
- *    through that directory, and cannot get its lock before the
- *    directory is given back;
- *  - giving the directory back forgets the objects it covers first: their
- *    writes are made durable, their kernel caches dropped, then the server
- *    is told (the same order as for a lock of its own). An operation on a
- *    covered object counts as a user of the directory's lock, so the
- *    directory is not given back in the middle of it; a revoke makes the
- *    covered objects in use take their own locks (glock_revoke), so no
- *    operation keeps the directory while it waits for another lock;
+ *  - every lock request names the directories its object was reached
+ *    through, nearest first, up to GLOCK_CHAIN of them or its workspace
+ *    root (LOCK UNDER with ABOVE, lockd/PROTOCOL.md). While nobody holds
+ *    the object's key, wslockd takes the first of those directories that
+ *    anyone holds and holds the request off for as long as another
+ *    session holds that one exclusively. A covered object was made in a
+ *    covered directory or in the held one, and never had a name
+ *    elsewhere; so another node reaches it (lookup, listing, an unlocked
+ *    stat of the backing store) only through that chain of directories,
+ *    which the server sees unheld down from the held one, and its
+ *    request, whatever object of the chain it is for, finds the held
+ *    directory first. It cannot get the lock before that is given back;
+ *  - a chain may end early at a directory the asking node holds or
+ *    covers itself: a directory the node has held was never covered by
+ *    another node (a cover starts at a making and ends for good), so any
+ *    other node's cover below it ends at or below it, and a directory
+ *    the node covers holds nothing another node made;
+ *  - giving the directory back forgets everything it covers, deepest
+ *    first: their writes are made durable, their kernel caches dropped
+ *    (names too, for directories), then the server is told (the same
+ *    order as for a lock of its own). An operation on a covered object
+ *    counts as a user of every cover above it up to the held lock, so
+ *    that is not given back in the middle of it; a revoke makes the
+ *    covered objects in use directly under it take their own locks
+ *    (glock_revoke), so no operation keeps the directory while it waits
+ *    for another lock. A covered directory that gets its own lock keeps
+ *    covering what was made in it;
  *  - before a covered object gets a name elsewhere (link, a rename to
- *    another directory) the node takes its own lock, UNDER the covering
- *    directory, which it holds: granted at once, and from then on the
- *    object is locked as any other;
+ *    another directory) the node takes its own lock, naming the chain up
+ *    to the cover it holds: granted at once, and from then on the object
+ *    is locked as any other;
  *  - a lock is tied to one object, not only to its inode number: a node
  *    that finds the number it holds a lock for on another object (the
  *    handle differs: the old one was removed and the number reused) gives
  *    the lock back before it uses it for the new one, so a lock held for
  *    a dead object never covers a new one of the same number. Only
- *    objects with a file handle are covered, and directories never are
- *    (what is made in a directory needs the directory's own lock).
+ *    objects with a file handle and a birth time are covered.
  *
  * No operation waits for a lock in the calling thread: glock_set_lock
  * either has every lock of the set now, or parks the set and calls back
@@ -98,6 +111,8 @@
 #define GLOCK_LEASE_MARGIN_MS	200
 /* Regular files given back whose pages the next grant drops. */
 #define GLOCK_RELEASED_MAX	4096
+_Static_assert(GLOCK_CHAIN == WSLOCK_MAX_CHAIN, "a chain is what wslockd takes");
+
 /* The kernel's notification code, absent from libfuse 3.14's headers. */
 #define GLOCK_NOTIFY_INC_EPOCH	8
 
@@ -135,10 +150,16 @@ struct glock {
 	int			 lost;		/* lost while being given back */
 	int			 gone;		/* its last name was removed */
 	int			 foreign;	/* held for another object */
-	ino_t			 parent;	/* directory reached through */
-	uint64_t		 parent_birth;
-	/* Covered (see the top): the directory hold it was made under. */
+	/* The directory reached through, then those above it. */
+	struct glock_dir	 anc[GLOCK_CHAIN];
+	int			 nanc;
+	/*
+	 * Covered (see the top): the directory it was made in, whose hold
+	 * or cover it relies on; depth: covered directories from it up to
+	 * the hold, itself included.
+	 */
 	struct glock		*cover;
+	int			 depth;
 	unsigned int		 cover_users;	/* of users, counted in cover's */
 	TAILQ_ENTRY(glock)	 centry;	/* on cover->covered */
 	TAILQ_HEAD(, glock)	 covered;	/* directories: what they cover */
@@ -255,14 +276,36 @@ glock_lru_add_locked(struct glock *g)
 	}
 }
 
-/* Whether g is covered by a directory hold the node may rely on now. */
+/*
+ * Whether g is covered by a directory hold the node may rely on now:
+ * through the directory it was made in, itself held exclusively or
+ * covered in turn, up to a hold (at most GLOCK_CHAIN steps).
+ */
 static int
 glock_covered_locked(const struct glock *g)
 {
-	const struct glock	*c = g->cover;
+	const struct glock	*c;
 
-	return c != NULL && g->held == 0 && c->held == WSLOCK_EXCLUSIVE &&
-	    !c->releasing && !c->foreign;
+	if (g->held != 0)
+		return 0;
+	for (c = g->cover; c != NULL; c = c->cover) {
+		if (c->releasing || c->foreign)
+			return 0;
+		if (c->held == WSLOCK_EXCLUSIVE)
+			return 1;
+		if (c->held != 0)
+			return 0;
+	}
+	return 0;
+}
+
+/* The hold a covered g relies on in the end (g itself if none). */
+static struct glock *
+glock_cover_root_locked(struct glock *g)
+{
+	while (g->cover != NULL && g->held == 0)
+		g = g->cover;
+	return g;
 }
 
 /*
@@ -301,9 +344,41 @@ glock_idle_locked(struct glock *g, uint64_t now, int kick)
 }
 
 /*
+ * A use of covered g is a use of every cover above it up to the hold:
+ * none of them is given back in the middle of it.
+ */
+static void
+glock_cover_use_locked(struct glock *g)
+{
+	struct glock	*c;
+
+	for (; (c = g->cover) != NULL && g->held == 0; g = c) {
+		g->cover_users++;
+		c->users++;
+		glock_lru_del_locked(c);
+	}
+}
+
+/* n uses of g counted in the covers above it are over. */
+static void
+glock_cover_unuse_locked(struct glock *g, unsigned int n, uint64_t now,
+    int kick)
+{
+	struct glock	*c;
+
+	for (; (c = g->cover) != NULL && n > 0; g = c) {
+		if (g->cover_users < n)
+			n = g->cover_users;
+		g->cover_users -= n;
+		c->users -= n;
+		glock_idle_locked(c, now, kick);
+	}
+}
+
+/*
  * g is no longer covered: it got its own lock, its name was removed, or
- * its cover is being given back. Users it counted in the cover's lock
- * rely on g's own lock from now on.
+ * its cover is being given back. Users it counted in the covers above it
+ * rely on g's own lock from now on; what g covers stays covered by it.
  */
 static void
 glock_uncover_locked(struct glock *g, uint64_t now)
@@ -312,14 +387,11 @@ glock_uncover_locked(struct glock *g, uint64_t now)
 
 	if (c == NULL)
 		return;
+	glock_cover_unuse_locked(g, g->cover_users, now, 0);
 	TAILQ_REMOVE(&c->covered, g, centry);
 	g->cover = NULL;
+	g->depth = 0;
 	gl.ncovered--;
-	if (g->cover_users > 0) {
-		c->users -= g->cover_users;
-		g->cover_users = 0;
-		glock_idle_locked(c, now, 0);
-	}
 }
 
 static struct glock *
@@ -559,10 +631,23 @@ glock_fh_dup(const struct file_handle *fh)
 static void
 glock_forget_cover_locked(struct glock *g)
 {
+	struct glock	*k;
+
 	glock_history("release", g, WSLOCK_EXCLUSIVE, 0);
 	g->dirty = 0;
 	g->foreign = 0;
 	glock_uncover_locked(g, cluster_now_ms());
+	/*
+	 * A removed directory was empty: what it still covers has no name
+	 * either (a rename out of it took its own lock first).
+	 */
+	while ((k = TAILQ_FIRST(&g->covered)) != NULL) {
+		if (k->held == 0)
+			glock_forget_cover_locked(k);
+		else
+			glock_uncover_locked(k, cluster_now_ms());
+		glock_gc_locked(k);
+	}
 }
 
 /* What giving back a directory's hold must do for an object it covered. */
@@ -571,7 +656,65 @@ struct glock_kid {
 	fuse_ino_t		 nodeid;
 	struct file_handle	*fh;		/* written: fsync it; or NULL */
 	int			 reg;
+	int			 names;		/* a directory with names cached */
 };
+
+/* How many objects d covers, directly or through covered directories. */
+static size_t
+glock_count_covered_locked(const struct glock *d)
+{
+	const struct glock	*g;
+	size_t			 n = 0;
+
+	TAILQ_FOREACH(g, &d->covered, centry)
+		n += 1 + glock_count_covered_locked(g);
+	return n;
+}
+
+/*
+ * Forget what d covers and what that covers in turn, deepest first (a
+ * directory's entries are synced after what they name), into v from *i.
+ */
+static void
+glock_take_tree_locked(struct glock *d, struct glock_kid *v, size_t *i,
+    int sync, int *nomem, uint64_t now)
+{
+	struct glock	*g;
+
+	while ((g = TAILQ_FIRST(&d->covered)) != NULL) {
+		/* A directory with its own lock keeps what it covers. */
+		if (g->held == 0)
+			glock_take_tree_locked(g, v, i, sync, nomem, now);
+		if (v != NULL) {
+			memcpy(v[*i].key, g->key, sizeof v[*i].key);
+			v[*i].nodeid = g->nodeid;
+			v[*i].reg = g->type == S_IFREG;
+			v[*i].names = g->names && g->type == S_IFDIR &&
+			    !g->gone && g->held == 0;
+			if (sync && g->dirty && !g->gone && g->fh != NULL &&
+			    g->held == 0 &&
+			    (v[*i].fh = glock_fh_dup(g->fh)) == NULL)
+				*nomem = 1;
+			(*i)++;
+		} else if (g->nodeid != 0) {
+			/* Lock-free in the kernel, so safe under gl.lock. */
+			(void)fuse_lowlevel_notify_inval_inode(wsfs.se,
+			    g->nodeid, -1, 0);
+			if (g->type == S_IFDIR && g->names)
+				glock_inc_epoch();
+			if (g->type == S_IFREG &&
+			    gl.nreleased < GLOCK_RELEASED_MAX)
+				gl.released[gl.nreleased++] = g->nodeid;
+		}
+		if (g->held == 0) {
+			glock_history("release", g, WSLOCK_EXCLUSIVE, 0);
+			g->dirty = 0;
+			g->names = 0;
+		}
+		glock_uncover_locked(g, now);
+		glock_gc_locked(g);
+	}
+}
 
 /*
  * The directory d is being given back or was lost: forget every object
@@ -584,42 +727,15 @@ static struct glock_kid *
 glock_take_covered_locked(struct glock *d, int sync, size_t *n, int *nomem)
 {
 	struct glock_kid	*v;
-	struct glock		*g;
-	size_t			 cnt = 0, i = 0;
-	uint64_t		 now = cluster_now_ms();
+	size_t			 cnt, i = 0;
 
 	*n = 0;
 	*nomem = 0;
-	TAILQ_FOREACH(g, &d->covered, centry)
-		cnt++;
-	if (cnt == 0)
+	if ((cnt = glock_count_covered_locked(d)) == 0)
 		return NULL;
 	if ((v = calloc(cnt, sizeof *v)) == NULL)
 		*nomem = 1;
-	while ((g = TAILQ_FIRST(&d->covered)) != NULL) {
-		if (v != NULL) {
-			memcpy(v[i].key, g->key, sizeof v[i].key);
-			v[i].nodeid = g->nodeid;
-			v[i].reg = g->type == S_IFREG;
-			if (sync && g->dirty && !g->gone && g->fh != NULL &&
-			    (v[i].fh = glock_fh_dup(g->fh)) == NULL)
-				*nomem = 1;
-			i++;
-		} else if (g->nodeid != 0) {
-			/* Lock-free in the kernel, so safe under gl.lock. */
-			(void)fuse_lowlevel_notify_inval_inode(wsfs.se,
-			    g->nodeid, -1, 0);
-			if (g->type == S_IFREG &&
-			    gl.nreleased < GLOCK_RELEASED_MAX)
-				gl.released[gl.nreleased++] = g->nodeid;
-		}
-		if (g->held == 0) {
-			glock_history("release", g, WSLOCK_EXCLUSIVE, 0);
-			g->dirty = 0;
-		}
-		glock_uncover_locked(g, now);
-		glock_gc_locked(g);
-	}
+	glock_take_tree_locked(d, v, &i, sync, nomem, cluster_now_ms());
 	*n = i;
 	return v;
 }
@@ -633,6 +749,7 @@ static void
 glock_kids_sync_drop(struct glock_kid *v, size_t n, int nomem)
 {
 	size_t	i;
+	int	names = 0;
 
 	if (nomem && syncfs(wsfs.source_fd_rd) == -1)
 		log_warn("node %s: syncfs before giving a lock back: %s",
@@ -643,7 +760,11 @@ glock_kids_sync_drop(struct glock_kid *v, size_t n, int nomem)
 		v[i].fh = NULL;
 		if (v[i].nodeid != 0)
 			glock_drop_caches(v[i].nodeid, 0);
+		names |= v[i].names;
 	}
+	/* One drop of every cached name serves all the directories. */
+	if (names)
+		glock_drop_caches(0, 1);
 }
 
 /*
@@ -943,16 +1064,39 @@ glock_log_timeout(struct inode *in, const char *key, const char *why)
 	    in ? (unsigned long long)in->ws : 0, key);
 }
 
-/* Where in is, for its lock: its birth time and its directory. */
+/* Fill w's directories: from in's, or from dir itself (in NULL). */
+static void
+glock_where_dirs(struct inode *in, struct inode *dir, struct glock_where *w)
+{
+	ino_t		ino[GLOCK_CHAIN];
+	uint64_t	birth[GLOCK_CHAIN];
+	int		i;
+
+	w->nanc = inode_ancestors(in, dir, ino, birth, GLOCK_CHAIN);
+	for (i = 0; i < w->nanc; i++) {
+		w->anc[i].ino = ino[i];
+		w->anc[i].birth = birth[i];
+	}
+}
+
+/* Where in is, for its lock: its birth time and the directories above. */
 static void
 glock_where_of(struct inode *in, struct glock_where *w)
 {
-	memset(w, 0, sizeof *w);
+	w->birth = 0;
+	w->nanc = 0;
 	if (in == NULL)
 		return;
 	w->birth = in->birth;
-	if (in->type != S_IFDIR)
-		inode_dir_of(in, &w->dir, &w->dir_birth);
+	glock_where_dirs(in, NULL, w);
+}
+
+/* Where the object of birth time birth, named in dir, is. */
+static void
+glock_where_in(struct inode *dir, uint64_t birth, struct glock_where *w)
+{
+	w->birth = birth;
+	glock_where_dirs(NULL, dir, w);
 }
 
 static int
@@ -989,9 +1133,9 @@ glock_prepare_locked(ino_t ino, struct inode *in, const struct glock_where *w)
 
 	if ((g = glock_find_locked(ino, 1)) == NULL)
 		return NULL;
-	if (w->dir != 0) {
-		g->parent = w->dir;
-		g->parent_birth = w->dir_birth;
+	if (w->nanc > 0) {
+		memcpy(g->anc, w->anc, (size_t)w->nanc * sizeof g->anc[0]);
+		g->nanc = w->nanc;
 	}
 	if (birth == 0 && in != NULL)
 		birth = in->birth;
@@ -1036,20 +1180,45 @@ glock_prepare_locked(ino_t ino, struct inode *in, const struct glock_where *w)
 	return g;
 }
 
+/*
+ * Whether this node holds, or covers, the directory d of a chain: then
+ * no other node covers it, nor anything above it that matters (see the
+ * top), and the chain may end there.
+ */
+static int
+glock_chain_ends_locked(const struct glock_dir *d)
+{
+	struct glock	*g;
+
+	if ((g = glock_find_locked(d->ino, 0)) == NULL || g->foreign ||
+	    g->birth != d->birth || d->birth == 0)
+		return 0;
+	return g->held != 0 || glock_covered_locked(g);
+}
+
 /* Send a request for g in mode; the answer comes to glock_done. */
 static int
 glock_ask_locked(struct glock *g, int mode, enum glock_ask ask)
 {
 	struct wslock_range	r;
-	char			pkey[LOCKKEY_MAX];
-	size_t			plen = 0;
+	struct wslock_key	chain[GLOCK_CHAIN];
+	char			keys[GLOCK_CHAIN][LOCKKEY_MAX];
+	size_t			n = 0;
 	int			flags, ret;
 
 	glock_range(g, &r);
-	/* Every object but a directory names the one it was reached by. */
-	if (g->type != S_IFDIR && g->parent != 0)
-		plen = cluster_key_gen('g', g->parent, g->parent_birth, pkey,
-		    sizeof pkey);
+	/*
+	 * Every object names the directories it was reached through, up to
+	 * one this node holds or covers: wslockd holds the request off while
+	 * the first of them with a holder is another node's (see the top).
+	 */
+	while (n < (size_t)g->nanc) {
+		chain[n].len = cluster_key_gen('g', g->anc[n].ino,
+		    g->anc[n].birth, keys[n], sizeof keys[n]);
+		chain[n].key = keys[n];
+		if (glock_chain_ends_locked(&g->anc[n++]))
+			break;
+	}
 	/*
 	 * A hint or an upgrade is a quiet try-lock: looking at an object
 	 * makes no other node give its lock back (a failed upgrade gives the
@@ -1058,9 +1227,9 @@ glock_ask_locked(struct glock *g, int mode, enum glock_ask ask)
 	flags = WSLOCK_CACHED | (ask == ASK_WAIT ? WSLOCK_WAIT : WSLOCK_QUIET);
 	g->want = mode;
 	g->ask = ask;
-	ret = plen > 0 ? wslock_lock_under(cluster_handle(), &r, pkey, plen,
-	    mode, flags, &g->w, &g->reqid) : wslock_lock(cluster_handle(), &r,
-	    mode, flags, &g->w, &g->reqid);
+	ret = n > 0 ? wslock_lock_chain(cluster_handle(), &r, chain, n, mode,
+	    flags, &g->w, &g->reqid) : wslock_lock(cluster_handle(), &r, mode,
+	    flags, &g->w, &g->reqid);
 	if (ret < 0) {
 		g->want = 0;
 		g->ask = ASK_NONE;
@@ -1080,20 +1249,20 @@ glock_step_locked(struct glock *g, int mode, int own, uint64_t now)
 {
 	if (glock_covered_locked(g) && !g->foreign &&
 	    wslock_lease_left(cluster_handle()) > 0) {
+		struct glock	*root = glock_cover_root_locked(g);
+
 		/*
-		 * A use of the cover is a use of the directory's lock, so
-		 * it follows the directory's rule: none once it is revoked
-		 * and its minimum hold is over (glock_revoke).
+		 * A use of the cover is a use of the hold it relies on, so
+		 * it follows that lock's rule: none once it is revoked and
+		 * its minimum hold is over (glock_revoke).
 		 */
-		if (!own && (!g->cover->revoke ||
-		    now < g->cover->acquired_ms + GLOCK_MIN_HOLD_MS)) {
+		if (!own && (!root->revoke ||
+		    now < root->acquired_ms + GLOCK_MIN_HOLD_MS)) {
 			g->users++;
-			g->cover_users++;
-			g->cover->users++;
-			glock_lru_del_locked(g->cover);
+			glock_cover_use_locked(g);
 			return 1;
 		}
-		/* Under the covering directory, which this node holds. */
+		/* Under the covering directories, which this node holds. */
 		if (g->want == 0)
 			return glock_ask_locked(g, WSLOCK_EXCLUSIVE, ASK_WAIT);
 		return 0;
@@ -1154,11 +1323,7 @@ glock_set_drop_locked(struct glock_set *s, int kick)
 	while (s->nheld > 0) {
 		g = s->g[--s->nheld];
 		s->g[s->nheld] = NULL;
-		if (g->cover_users > 0) {
-			g->cover_users--;
-			g->cover->users--;
-			glock_idle_locked(g->cover, now, kick);
-		}
+		glock_cover_unuse_locked(g, 1, now, kick);
 		if (--g->users > 0)
 			continue;
 		if (g->cover != NULL && g->held == 0 && (g->gone || g->foreign))
@@ -1281,7 +1446,7 @@ glock_set_put(struct glock_set *s, ino_t ino, struct inode *in,
 				s->mode[i] = mode;
 			if (s->in[i] == NULL)
 				s->in[i] = in;
-			if (s->where[i].dir == 0)
+			if (s->where[i].nanc == 0)
 				s->where[i] = *w;
 			s->own[i] |= own;
 			return;
@@ -1311,6 +1476,8 @@ glock_set_add(struct glock_set *s, ino_t ino, struct inode *in, int exclusive)
 {
 	struct glock_where	w;
 
+	if (ino == 0 || !cluster_enabled())
+		return;
 	glock_where_of(in, &w);
 	glock_set_put(s, ino, in, &w, exclusive, 0);
 }
@@ -1319,8 +1486,11 @@ void
 glock_set_add_named(struct glock_set *s, ino_t ino, uint64_t birth,
     struct inode *dir, int own)
 {
-	struct glock_where	w = { birth, dir->ino, dir->birth };
+	struct glock_where	w;
 
+	if (ino == 0 || !cluster_enabled())
+		return;
+	glock_where_in(dir, birth, &w);
 	glock_set_put(s, ino, NULL, &w, 1, own);
 }
 
@@ -1329,6 +1499,8 @@ glock_set_add_own(struct glock_set *s, struct inode *in)
 {
 	struct glock_where	w;
 
+	if (!cluster_enabled())
+		return;
 	glock_where_of(in, &w);
 	glock_set_put(s, in->ino, in, &w, 1, 1);
 }
@@ -1430,10 +1602,10 @@ glock_hint_locked(struct glock *g)
 	if (g->held || g->want || g->releasing ||
 	    cluster_now_ms() < g->quiet_ms || cluster_degraded())
 		return;
-	if (g->type != 0 && g->type != S_IFDIR && g->parent != 0 &&
-	    (d = glock_find_locked(g->parent, 0)) != NULL &&
+	if (g->type != 0 && g->type != S_IFDIR && g->nanc > 0 &&
+	    (d = glock_find_locked(g->anc[0].ino, 0)) != NULL &&
 	    d->held == WSLOCK_EXCLUSIVE && !d->releasing && !d->foreign &&
-	    d->birth == g->parent_birth)
+	    d->birth == g->anc[0].birth)
 		mode = WSLOCK_EXCLUSIVE;
 	(void)glock_ask_locked(g, mode, ASK_QUIET);
 }
@@ -1568,32 +1740,40 @@ glock_pages_stale(struct inode *in)
 }
 
 /*
- * An object this node just made in dir, whose exclusive lock the change
- * holds: covered by that hold (see the top) if it is not a directory,
- * has a file handle, and its number has no lock of this node's already;
+ * An object this node just made in dir, whose exclusive lock (or cover)
+ * the change holds: covered by it (see the top) if it has a file handle,
+ * its number has no lock of this node's already and, for a directory,
+ * the chain of covers stays within what a request names (GLOCK_CHAIN);
  * else ask for its exclusive lock now, without waiting, so that the
  * grant is usually there when it is first changed.
  */
 void
 glock_made(struct inode *in, struct inode *dir)
 {
-	struct glock_where	 w = { in->birth, dir->ino, dir->birth };
+	struct glock_where	 w;
 	struct glock		*g, *d;
+	int			 depth;
 
 	if (!cluster_enabled() || cluster_degraded())
 		return;
+	glock_where_in(dir, in->birth, &w);
 	pthread_mutex_lock(&gl.lock);
 	if ((g = glock_prepare_locked(in->ino, in, &w)) == NULL)
 		goto out;
 	d = glock_find_locked(dir->ino, 0);
-	if (in->type != S_IFDIR && in->fh != NULL && g->birth != 0 &&
+	depth = d == NULL ? 0 : d->cover != NULL ? d->depth : 0;
+	if (in->fh != NULL && g->birth != 0 &&
 	    d != NULL && d != g && d->birth == dir->birth &&
 	    d->users > 0 && glock_valid_locked(d, WSLOCK_EXCLUSIVE) &&
-	    d->held == WSLOCK_EXCLUSIVE && d->cover == NULL &&
+	    (d->held == WSLOCK_EXCLUSIVE || glock_covered_locked(d)) &&
+	    (in->type != S_IFDIR || depth + 1 < GLOCK_CHAIN) &&
+	    w.nanc > depth &&
 	    !g->held && !g->want && !g->releasing && !g->users &&
-	    !g->waiters && g->cover == NULL && !g->foreign &&
+	    !g->waiters && g->cover == NULL && TAILQ_EMPTY(&g->covered) &&
+	    !g->foreign &&
 	    gl.ncovered < (unsigned long)wsfs.conf.lock_cache) {
 		g->cover = d;
+		g->depth = in->type == S_IFDIR ? depth + 1 : 0;
 		TAILQ_INSERT_TAIL(&d->covered, g, centry);
 		gl.ncovered++;
 		g->gen++;

@@ -351,36 +351,37 @@ inode_adrift_locked(struct inode *in)
 	in->detached = 1;
 }
 
-/* Record where in was seen; see inode_dir_of. */
+/* Record the directory in was named in; see inode_ancestors. */
 static void
 inode_dir_set_locked(struct inode *in, struct inode *dir)
 {
-	unsigned int	seq = in->dir_seq;
+	struct inode	*old = in->dir_ref;
 
-	if (__atomic_load_n(&in->dir_ino, __ATOMIC_RELAXED) == dir->ino &&
-	    __atomic_load_n(&in->dir_birth, __ATOMIC_RELAXED) == dir->birth)
+	if (in->type == S_IFDIR || in->type == S_IFLNK || old == dir)
 		return;
-	__atomic_store_n(&in->dir_seq, seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&in->dir_ino, dir->ino, __ATOMIC_RELAXED);
-	__atomic_store_n(&in->dir_birth, dir->birth, __ATOMIC_RELAXED);
-	__atomic_store_n(&in->dir_seq, seq + 2, __ATOMIC_RELEASE);
+	dir->refs++;
+	in->dir_ref = dir;
+	if (old != NULL)
+		inode_unref_locked(old);
 }
 
-void
-inode_dir_of(struct inode *in, ino_t *ino, uint64_t *birth)
+int
+inode_ancestors(struct inode *in, struct inode *dir, ino_t *ino,
+    uint64_t *birth, int max)
 {
-	unsigned int	s1, s2;
+	struct inode	*d = dir;
+	int		 n = 0;
 
-	do {
-		while ((s1 = __atomic_load_n(&in->dir_seq,
-		    __ATOMIC_ACQUIRE)) & 1)
-			;
-		*ino = __atomic_load_n(&in->dir_ino, __ATOMIC_RELAXED);
-		*birth = __atomic_load_n(&in->dir_birth, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		s2 = __atomic_load_n(&in->dir_seq, __ATOMIC_RELAXED);
-	} while (s1 != s2);
+	pthread_mutex_lock(&itab.lock);
+	if (in != NULL)
+		d = in->type == S_IFDIR || in->type == S_IFLNK ? in->parent :
+		    in->dir_ref;
+	for (; d != NULL && d != &itab.root && n < max; d = d->parent) {
+		ino[n] = d->ino;
+		birth[n++] = d->birth;
+	}
+	itab_unlock();
+	return n;
 }
 
 /*
@@ -637,6 +638,7 @@ static void
 inode_free_locked(struct inode *in)
 {
 	struct inode	*parent = in->parent, *ws_root = in->ws_root;
+	struct inode	*dir = in->dir_ref;
 
 	while (!LIST_EMPTY(&in->knames))
 		kname_drop_locked(LIST_FIRST(&in->knames));
@@ -655,6 +657,8 @@ inode_free_locked(struct inode *in)
 	free(in);
 	if (parent != NULL)
 		inode_unref_locked(parent);
+	if (dir != NULL)
+		inode_unref_locked(dir);
 	if (ws_root != NULL && ws_root != in)
 		inode_unref_locked(ws_root);
 }

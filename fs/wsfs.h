@@ -42,15 +42,12 @@ struct inode {
 	 */
 	struct inode		*parent;	/* table lock */
 	/*
-	 * The backing directory a name of it was last given to the kernel
-	 * in (looked up, listed, made or renamed into), any type: its number
-	 * and birth time. Written under the table lock, read with
-	 * inode_dir_of (a sequence count, no lock). Its lock requests name
-	 * that directory (glock.c).
+	 * Files and special files: the directory a name of it was last given
+	 * to the kernel in (looked up, listed, made or renamed into); holds a
+	 * ref. Directories and symlinks have parent instead. Its lock requests
+	 * name that directory and the ones above it (glock.c).
 	 */
-	unsigned int		 dir_seq;
-	ino_t			 dir_ino;
-	uint64_t		 dir_birth;
+	struct inode		*dir_ref;	/* table lock */
 	/*
 	 * NULL if the fs has none. Const once set; lazy handles (inode.c)
 	 * are set under the table lock when the fd is evicted, and read
@@ -249,11 +246,20 @@ void		 control_stop(void);
  * its continuation ran with an error.
  */
 #define GLOCK_MAX 4
-/* An object as its lock names it: birth time, and where it was reached. */
+/* Directories a lock request names above its object (WSLOCK_MAX_CHAIN). */
+#define GLOCK_CHAIN 8
+struct glock_dir {
+	ino_t			 ino;
+	uint64_t		 birth;
+};
+/*
+ * An object as its lock names it: birth time, and where it was reached:
+ * the directory, then the ones above it, nearest first (glock.c, top).
+ */
 struct glock_where {
 	uint64_t		 birth;		/* 0: unknown */
-	ino_t			 dir;		/* 0: unknown, or a directory */
-	uint64_t		 dir_birth;
+	int			 nanc;		/* 0: unknown */
+	struct glock_dir	 anc[GLOCK_CHAIN];
 };
 struct glock_set {
 	int			 n;		/* inodes in the set */
@@ -462,8 +468,14 @@ void		 inode_fd_put(struct inode *in);
 /* A new fd of the inode itself, opened with flags: the caller's to close. */
 int		 inode_open(struct inode *in, int flags);
 int		 inode_stat(struct inode *in, struct stat *st);
-/* The directory in was last seen in: *ino (0: none) and *birth. */
-void		 inode_dir_of(struct inode *in, ino_t *ino, uint64_t *birth);
+/*
+ * The directories above an object as the kernel sees them, nearest
+ * first: the one in was last named in (or dir itself, with in NULL),
+ * then its parents, up to the workspace root, at most max. Returns how
+ * many were stored in ino[] and birth[].
+ */
+int		 inode_ancestors(struct inode *in, struct inode *dir, ino_t *ino,
+		     uint64_t *birth, int max);
 /* fstatat that also gives the birth time in ns (0: unknown); -errno. */
 int		 inode_statx(int dirfd, const char *name, int flags,
 		     struct stat *st, uint64_t *birth);

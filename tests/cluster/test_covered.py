@@ -54,7 +54,8 @@ def test_files_made_under_a_held_directory(cluster_factory):
         os.unlink(os.path.join(one, f"f{i}"))
     st = status(c, 1)
     assert st["covered_total"] - before == 200, st
-    assert st["covered"] == 150, st
+    # d itself is covered too (made under the workspace root's lock).
+    assert st["covered"] == 151, st
     keys = held_keys(c, "node1")
     files = [os.path.join(c.src("ws", "d"), n)
              for n in os.listdir(c.src("ws", "d"))]
@@ -90,6 +91,142 @@ def test_files_made_under_a_held_directory(cluster_factory):
         assert f.read() == want
     st = status(c, 1)
     assert st["covered"] == 0 and st["revokes"] >= 1, st
+
+
+TREE = """
+import os, sys
+top, depth, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d = top
+for i in range(depth):
+    d = os.path.join(d, f"l{i}")
+    os.mkdir(d)
+    for j in range(files):
+        with open(os.path.join(d, f"f{j}"), "wb") as f:
+            f.write(f"{d} {j}\\n".encode())
+print("made")
+"""
+
+
+def tree_files(top, depth, files):
+    """(path, what TREE wrote in it) of every file TREE made in top."""
+    d, out = top, []
+    for i in range(depth):
+        d = os.path.join(d, f"l{i}")
+        out += [(os.path.join(d, f"f{j}"), f"{d} {j}\n".encode())
+                for j in range(files)]
+    return out
+
+
+def check_tree(c, depth, files, top1, top2):
+    """node2 reads every file of node1's tree under top."""
+    for (path2, _), (_, want) in zip(tree_files(top2, depth, files),
+                                     tree_files(top1, depth, files)):
+        with open(path2, "rb") as f:
+            got = f.read()
+        assert got.startswith(want), f"{path2}: {got!r}, not {want!r}"
+
+
+@pytest.mark.storage("local")
+def test_directories_made_under_a_held_directory(cluster_factory):
+    """A tree made under a held directory (an untar) is covered
+    directories deep: node1 asks wslockd for none of its directories or
+    files. node2's change of the deepest file waits until node1 gives the
+    held directory back, and node2 then sees every byte and name node1
+    made; node1 then sees node2's changes."""
+    c = cluster_factory(nodes=2, lease_ms=20000)
+    depth, files = 5, 4
+    top1, top2 = c.path(1, "ws", "t"), c.path(2, "ws", "t")
+    os.mkdir(top1)
+    before = status(c, 1)
+    p = c.run(1, [clusterlib.PYTHON, "-c", TREE, top1, str(depth),
+                  str(files)], check=True)
+    assert p.stdout.strip() == "made"
+    st = status(c, 1)
+    made = depth * (files + 1)
+    assert st["covered_total"] - before["covered_total"] == made, st
+    keys = held_keys(c, "node1")
+    d, mine = c.src("ws", "t"), []
+    for i in range(depth):
+        d = os.path.join(d, f"l{i}")
+        mine += [key(c, d)] if locked(keys, key(c, d)) else []
+        mine += [key(c, os.path.join(d, n)) for n in os.listdir(d)
+                 if locked(keys, key(c, os.path.join(d, n)))]
+    assert not mine, f"objects with locks of their own: {mine}"
+
+    # node2's request names l4, l3, ... and t, which node1 covers, and
+    # the workspace root, which node1 holds.
+    deep2, deep1 = (tree_files(top, depth, files)[-1][0]
+                    for top in (top2, top1))
+    with open(deep2, "ab") as f:
+        f.write(b"node2\n")
+    st = status(c, 1)
+    assert st["covered"] == 0 and st["revokes"] > before["revokes"], st
+    check_tree(c, depth, files, top1, top2)
+    with open(deep1, "rb") as f:
+        assert f.read().endswith(b" 3\nnode2\n")
+    # node2 makes a directory in the middle; node1 sees it.
+    os.mkdir(os.path.join(top2, "l0", "l1", "l2", "new"))
+    assert "new" in os.listdir(os.path.join(top1, "l0", "l1", "l2"))
+
+
+@pytest.mark.storage("local")
+def test_cover_chain_is_bounded(cluster_factory):
+    """A request names at most eight directories: the eighth directory
+    made below a held one takes a lock of its own, and what is made in
+    it is covered by that lock. node2's change deep in the tree takes
+    that lock from node1, and one higher up the held directory."""
+    c = cluster_factory(nodes=2, lease_ms=20000)
+    top1, top2 = c.path(1, "ws", "b"), c.path(2, "ws", "b")
+    os.mkdir(top1)
+    p = c.run(1, [clusterlib.PYTHON, "-c", TREE, top1, "10", "1"],
+              check=True)
+    assert p.stdout.strip() == "made"
+    keys = held_keys(c, "node1")
+    assert not locked(keys, key(c, c.src("ws", "b")))
+    d, own = c.src("ws", "b"), []
+    for i in range(10):
+        d = os.path.join(d, f"l{i}")
+        if locked(keys, key(c, d)):
+            own.append(i)
+    # The workspace root is held; b and l0..l5 are covered (seven
+    # deep), l6 has a lock of its own, and l7..l9 are covered by it.
+    assert own == [6], own
+    assert status(c, 1)["covered"] == 7 + 6 + 7, status(c, 1)
+    files2 = tree_files(top2, 10, 1)
+    with open(files2[-1][0], "ab") as f:
+        f.write(b"node2\n")
+    # l6 went back with what it covered: l7..l9 and the files l6..l9.
+    assert status(c, 1)["covered"] == 7 + 6, status(c, 1)
+    with open(files2[0][0], "ab") as f:
+        f.write(b"node2\n")
+    assert status(c, 1)["covered"] == 0, status(c, 1)
+    check_tree(c, 10, 1, top1, top2)
+
+
+@pytest.mark.storage("local")
+def test_covered_directory_moved_out(cluster_factory):
+    """A directory made under a held one and renamed elsewhere first takes
+    a lock of its own; what was made in it stays covered by that lock, so
+    node2 reaching it through the new place waits for node1."""
+    c = cluster_factory(nodes=2, lease_ms=20000)
+    ws1, ws2 = c.path(1, "ws"), c.path(2, "ws")
+    os.mkdir(os.path.join(ws1, "src"))
+    os.mkdir(os.path.join(ws1, "dst"))
+    os.mkdir(os.path.join(ws1, "src", "d"))
+    with open(os.path.join(ws1, "src", "d", "a"), "wb") as f:
+        f.write(b"one\n")
+    keys = held_keys(c, "node1")
+    assert not locked(keys, key(c, c.src("ws", "src", "d")))
+    os.rename(os.path.join(ws1, "src", "d"), os.path.join(ws1, "dst", "d"))
+    keys = held_keys(c, "node1")
+    assert locked(keys, key(c, c.src("ws", "dst", "d")))
+    assert not locked(keys, key(c, c.src("ws", "dst", "d", "a")))
+    with open(os.path.join(ws1, "dst", "d", "a"), "ab") as f:
+        f.write(b"two\n")
+    with open(os.path.join(ws2, "dst", "d", "a"), "ab") as f:
+        f.write(b"three\n")
+    with open(os.path.join(ws1, "dst", "d", "a"), "rb") as f:
+        assert f.read() == b"one\ntwo\nthree\n"
 
 
 @pytest.mark.storage("local")
