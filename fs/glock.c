@@ -36,9 +36,11 @@
  * node uses it as if it held the object's exclusive lock, without asking
  * wslockd (no round trip per new object, and the create's reply may
  * cache its attributes). A directory made there is covered too, and so
- * is what is made in it in turn, up to GLOCK_CHAIN - 1 directories deep:
- * an untar under a held directory asks the server for nothing. Why no
- * other node can see such an object unlocked:
+ * is what is made in it in turn, up to GLOCK_CHAIN - 1 directories deep.
+ * A covered directory GLOCK_PROMOTE_DEPTH deep also asks for its own lock,
+ * without waiting, and what is made in it after the grant counts its
+ * depth from there: an untar under a held directory waits for the server
+ * nowhere. Why no other node can see such an object unlocked:
  *
  *  - every lock request names the directories its object was reached
  *    through, nearest first, up to GLOCK_CHAIN of them or its workspace
@@ -113,6 +115,8 @@
 #define GLOCK_RELEASED_MAX	4096
 _Static_assert(GLOCK_CHAIN == WSLOCK_MAX_CHAIN, "a chain is what wslockd takes");
 
+/* A covered directory this deep asks for its own lock too (glock_made). */
+#define GLOCK_PROMOTE_DEPTH	4
 /* The kernel's notification code, absent from libfuse 3.14's headers. */
 #define GLOCK_NOTIFY_INC_EPOCH	8
 
@@ -155,11 +159,9 @@ struct glock {
 	int			 nanc;
 	/*
 	 * Covered (see the top): the directory it was made in, whose hold
-	 * or cover it relies on; depth: covered directories from it up to
-	 * the hold, itself included.
+	 * or cover it relies on.
 	 */
 	struct glock		*cover;
-	int			 depth;
 	unsigned int		 cover_users;	/* of users, counted in cover's */
 	TAILQ_ENTRY(glock)	 centry;	/* on cover->covered */
 	TAILQ_HEAD(, glock)	 covered;	/* directories: what they cover */
@@ -299,6 +301,17 @@ glock_covered_locked(const struct glock *g)
 	return 0;
 }
 
+/* How many covered directories lead from g up to the hold: 0 if held. */
+static int
+glock_cover_depth_locked(const struct glock *g)
+{
+	int	n = 0;
+
+	for (; g->cover != NULL && g->held == 0; g = g->cover)
+		n++;
+	return n;
+}
+
 /* The hold a covered g relies on in the end (g itself if none). */
 static struct glock *
 glock_cover_root_locked(struct glock *g)
@@ -390,7 +403,6 @@ glock_uncover_locked(struct glock *g, uint64_t now)
 	glock_cover_unuse_locked(g, g->cover_users, now, 0);
 	TAILQ_REMOVE(&c->covered, g, centry);
 	g->cover = NULL;
-	g->depth = 0;
 	gl.ncovered--;
 }
 
@@ -1752,7 +1764,7 @@ glock_made(struct inode *in, struct inode *dir)
 {
 	struct glock_where	 w;
 	struct glock		*g, *d;
-	int			 depth;
+	int			 depth = 0;
 
 	if (!cluster_enabled() || cluster_degraded())
 		return;
@@ -1761,7 +1773,8 @@ glock_made(struct inode *in, struct inode *dir)
 	if ((g = glock_prepare_locked(in->ino, in, &w)) == NULL)
 		goto out;
 	d = glock_find_locked(dir->ino, 0);
-	depth = d == NULL ? 0 : d->cover != NULL ? d->depth : 0;
+	if (d != NULL)
+		depth = glock_cover_depth_locked(d);
 	if (in->fh != NULL && g->birth != 0 &&
 	    d != NULL && d != g && d->birth == dir->birth &&
 	    d->users > 0 && glock_valid_locked(d, WSLOCK_EXCLUSIVE) &&
@@ -1773,7 +1786,6 @@ glock_made(struct inode *in, struct inode *dir)
 	    !g->foreign &&
 	    gl.ncovered < (unsigned long)wsfs.conf.lock_cache) {
 		g->cover = d;
-		g->depth = in->type == S_IFDIR ? depth + 1 : 0;
 		TAILQ_INSERT_TAIL(&d->covered, g, centry);
 		gl.ncovered++;
 		g->gen++;
@@ -1783,6 +1795,14 @@ glock_made(struct inode *in, struct inode *dir)
 		g->acquired_ms = cluster_now_ms();
 		glock_history("cover", g, WSLOCK_EXCLUSIVE, 0);
 		stats_count(SC_LOCKS_COVERED, 1);
+		/*
+		 * Halfway down the chain a directory also asks for its own
+		 * lock, without waiting: once granted, what is made in it
+		 * counts its depth from there, so a deep tree goes on being
+		 * covered instead of stopping at GLOCK_CHAIN.
+		 */
+		if (in->type == S_IFDIR && depth + 1 >= GLOCK_PROMOTE_DEPTH)
+			(void)glock_ask_locked(g, WSLOCK_EXCLUSIVE, ASK_WAIT);
 	} else if (!g->held && !g->want && !g->releasing && g->cover == NULL)
 		(void)glock_ask_locked(g, WSLOCK_EXCLUSIVE, ASK_WAIT);
 	glock_gc_locked(g);

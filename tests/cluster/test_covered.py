@@ -148,9 +148,13 @@ def test_directories_made_under_a_held_directory(cluster_factory):
     d, mine = c.src("ws", "t"), []
     for i in range(depth):
         d = os.path.join(d, f"l{i}")
-        mine += [key(c, d)] if locked(keys, key(c, d)) else []
+        # Four below the workspace root, t/l0/l1/l2 also asks for its
+        # own lock, without waiting (the test of the bound below).
+        if i != 2:
+            mine += [key(c, d)] if locked(keys, key(c, d)) else []
         mine += [key(c, os.path.join(d, n)) for n in os.listdir(d)
-                 if locked(keys, key(c, os.path.join(d, n)))]
+                 if os.path.isfile(os.path.join(d, n)) and
+                 locked(keys, key(c, os.path.join(d, n)))]
     assert not mine, f"objects with locks of their own: {mine}"
 
     # node2's request names l4, l3, ... and t, which node1 covers, and
@@ -159,11 +163,17 @@ def test_directories_made_under_a_held_directory(cluster_factory):
                     for top in (top2, top1))
     with open(deep2, "ab") as f:
         f.write(b"node2\n")
+    # And the first: what the workspace root covers goes back too.
+    first2, first1 = (tree_files(top, depth, files)[0][0]
+                      for top in (top2, top1))
+    with open(first2, "ab") as f:
+        f.write(b"node2\n")
     st = status(c, 1)
     assert st["covered"] == 0 and st["revokes"] > before["revokes"], st
     check_tree(c, depth, files, top1, top2)
-    with open(deep1, "rb") as f:
-        assert f.read().endswith(b" 3\nnode2\n")
+    for path in (deep1, first1):
+        with open(path, "rb") as f:
+            assert f.read().endswith(b"\nnode2\n"), path
     # node2 makes a directory in the middle; node1 sees it.
     os.mkdir(os.path.join(top2, "l0", "l1", "l2", "new"))
     assert "new" in os.listdir(os.path.join(top1, "l0", "l1", "l2"))
@@ -171,36 +181,42 @@ def test_directories_made_under_a_held_directory(cluster_factory):
 
 @pytest.mark.storage("local")
 def test_cover_chain_is_bounded(cluster_factory):
-    """A request names at most eight directories: the eighth directory
-    made below a held one takes a lock of its own, and what is made in
-    it is covered by that lock. node2's change deep in the tree takes
-    that lock from node1, and one higher up the held directory."""
+    """A request names at most eight directories, so no directory is
+    covered more than seven below a lock node1 holds: deeper in a tree,
+    directories take locks of their own (asked for without waiting, from
+    four deep) and cover what is made in them. node2 then changes every
+    file, each time taking what node1 holds above it."""
     c = cluster_factory(nodes=2, lease_ms=20000)
+    depth = 12
     top1, top2 = c.path(1, "ws", "b"), c.path(2, "ws", "b")
     os.mkdir(top1)
-    p = c.run(1, [clusterlib.PYTHON, "-c", TREE, top1, "10", "1"],
+    p = c.run(1, [clusterlib.PYTHON, "-c", TREE, top1, str(depth), "1"],
               check=True)
     assert p.stdout.strip() == "made"
     keys = held_keys(c, "node1")
-    assert not locked(keys, key(c, c.src("ws", "b")))
-    d, own = c.src("ws", "b"), []
-    for i in range(10):
+    assert locked(keys, key(c, c.src("ws")))
+    d, run, own = c.src("ws", "b"), 1, []
+    assert not locked(keys, key(c, d))
+    for i in range(depth):
         d = os.path.join(d, f"l{i}")
         if locked(keys, key(c, d)):
             own.append(i)
-    # The workspace root is held; b and l0..l5 are covered (seven
-    # deep), l6 has a lock of its own, and l7..l9 are covered by it.
-    assert own == [6], own
-    assert status(c, 1)["covered"] == 7 + 6 + 7, status(c, 1)
-    files2 = tree_files(top2, 10, 1)
-    with open(files2[-1][0], "ab") as f:
-        f.write(b"node2\n")
-    # l6 went back with what it covered: l7..l9 and the files l6..l9.
-    assert status(c, 1)["covered"] == 7 + 6, status(c, 1)
-    with open(files2[0][0], "ab") as f:
-        f.write(b"node2\n")
+            run = 0
+        else:
+            run += 1
+            assert run <= 7, f"l{i}: covered {run} below a held lock"
+    assert own, "a tree twelve deep, all covered"
+    assert status(c, 1)["covered"] == 2 * depth + 1 - len(own), \
+        (status(c, 1), own)
+    # Deepest first: each change takes the nearest lock node1 holds.
+    for path2, _ in reversed(tree_files(top2, depth, 1)):
+        with open(path2, "ab") as f:
+            f.write(b"node2\n")
     assert status(c, 1)["covered"] == 0, status(c, 1)
-    check_tree(c, 10, 1, top1, top2)
+    check_tree(c, depth, 1, top1, top2)
+    for path1, want in tree_files(top1, depth, 1):
+        with open(path1, "rb") as f:
+            assert f.read() == want + b"node2\n", path1
 
 
 @pytest.mark.storage("local")
