@@ -1080,15 +1080,7 @@ glock_log_timeout(struct inode *in, const char *key, const char *why)
 static void
 glock_where_dirs(struct inode *in, struct inode *dir, struct glock_where *w)
 {
-	ino_t		ino[GLOCK_CHAIN];
-	uint64_t	birth[GLOCK_CHAIN];
-	int		i;
-
-	w->nanc = inode_ancestors(in, dir, ino, birth, GLOCK_CHAIN);
-	for (i = 0; i < w->nanc; i++) {
-		w->anc[i].ino = ino[i];
-		w->anc[i].birth = birth[i];
-	}
+	w->nanc = inode_ancestors(in, dir, w->anc, GLOCK_CHAIN);
 }
 
 /* Where in is, for its lock: its birth time and the directories above. */

@@ -366,8 +366,8 @@ inode_dir_set_locked(struct inode *in, struct inode *dir)
 }
 
 int
-inode_ancestors(struct inode *in, struct inode *dir, ino_t *ino,
-    uint64_t *birth, int max)
+inode_ancestors(struct inode *in, struct inode *dir, struct glock_dir *out,
+    int max)
 {
 	struct inode	*d = dir;
 	int		 n = 0;
@@ -377,8 +377,8 @@ inode_ancestors(struct inode *in, struct inode *dir, ino_t *ino,
 		d = in->type == S_IFDIR || in->type == S_IFLNK ? in->parent :
 		    in->dir_ref;
 	for (; d != NULL && d != &itab.root && n < max; d = d->parent) {
-		ino[n] = d->ino;
-		birth[n++] = d->birth;
+		out[n].ino = d->ino;
+		out[n++].birth = d->birth;
 	}
 	itab_unlock();
 	return n;

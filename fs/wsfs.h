@@ -472,10 +472,10 @@ int		 inode_stat(struct inode *in, struct stat *st);
  * The directories above an object as the kernel sees them, nearest
  * first: the one in was last named in (or dir itself, with in NULL),
  * then its parents, up to the workspace root, at most max. Returns how
- * many were stored in ino[] and birth[].
+ * many were stored in out.
  */
-int		 inode_ancestors(struct inode *in, struct inode *dir, ino_t *ino,
-		     uint64_t *birth, int max);
+int		 inode_ancestors(struct inode *in, struct inode *dir,
+		     struct glock_dir *out, int max);
 /* fstatat that also gives the birth time in ns (0: unknown); -errno. */
 int		 inode_statx(int dirfd, const char *name, int flags,
 		     struct stat *st, uint64_t *birth);
