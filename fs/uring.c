@@ -511,11 +511,23 @@ uring_fsync(fuse_req_t req, int fd, int datasync)
  *
  * The kernel uses the rings only once every queue has an entry, and
  * still sends FORGET and INTERRUPT through /dev/fuse, which loop.c keeps
- * reading. A thread keeps one entry armed (registered, waiting for a
- * request): a request answered later from another thread (an I/O on the
- * data ring) parks its entry, and the thread arms a new one, so waiting
- * requests hold entries, never threads; the answer wakes the thread
- * through its eventfd, which commits it. When a queue's last waiting
+ * reading. A thread keeps FR_ARMED entries armed (registered, waiting
+ * for a request): a request answered later from another thread (an I/O
+ * on the data ring, a change waiting for a cluster lock) parks its
+ * entry, and the thread arms a new one, so waiting requests hold
+ * entries, never threads; the answer wakes the thread through its
+ * eventfd, which commits it.
+ *
+ * Why several: a request that finds no armed entry on its CPU's queue
+ * waits in the kernel's list of the queue, and only a commit takes the
+ * next one from that list; a newly registered entry does not (Linux
+ * 6.14-6.18, fuse_uring_do_register). With one armed entry per thread,
+ * a burst of changes that all wait for a lock left a stat behind them
+ * in that list until the first of them was answered, lock_timeout later
+ * (test_parked.py, seen once in CI). Several armed entries per thread
+ * keep the list empty unless more requests arrive at once on one CPU
+ * than its threads have armed, and then any request answered at once
+ * on that CPU takes the next one from it. When a queue's last waiting
  * thread takes a request, another starts, up to the limit, so that one
  * that blocks (a slow disk) holds up its own request alone.
  *
@@ -553,7 +565,9 @@ struct fr_cmd_req {
 
 #define FR_STAGE	256	/* before the payload: header + first argument */
 #define FR_MAX_CHANS	256
-#define FR_ENTS_FREE	4096	/* entries beyond the lock waiters' */
+#define FR_ARMED	8	/* entries each thread keeps armed */
+#define FR_ENTS_FREE	4096	/* entries beyond the lock waiters'; */
+					/* FR_ARMED * FR_MAX_CHANS at most armed */
 #define FR_ENTS_MAX	60000	/* below vm.max_map_count's default */
 #define FR_UD_STOP	1
 #define FR_UD_WAKE	2	/* user_data of CMDs: their fr_ent */
@@ -948,22 +962,25 @@ fr_wake_read(struct fr_chan *c)
 	io_uring_sqe_set_data64(sqe, FR_UD_WAKE);
 }
 
-/* Keep one entry of c armed: a new one when every other waits elsewhere. */
+/* Keep FR_ARMED entries of c armed: new ones for those that park. */
 static void
 fr_keep_armed(struct fr_chan *c)
 {
 	struct fr_ent	*e;
 
-	if (c->armed > 0)
-		return;
-	if ((e = fr_ent_new(c)) == NULL) {
-		if (__atomic_load_n(&fr.nents, __ATOMIC_ACQUIRE) == fr.max_ents)
-			fr_warn("every ring entry waits for an answer", EBUSY);
-		else
-			fr_warn("a ring entry", ENOMEM);
-		return;
+	while (c->armed < FR_ARMED) {
+		if ((e = fr_ent_new(c)) == NULL) {
+			/* One armed entry serves; past it, only warn. */
+			if (__atomic_load_n(&fr.nents, __ATOMIC_ACQUIRE) ==
+			    fr.max_ents)
+				fr_warn("every ring entry waits for an answer",
+				    EBUSY);
+			else
+				fr_warn("a ring entry", ENOMEM);
+			return;
+		}
+		fr_arm(e, FR_CMD_REGISTER);
 	}
-	fr_arm(e, FR_CMD_REGISTER);
 }
 
 /* Serve the request the kernel put in e. */
@@ -1082,6 +1099,7 @@ fr_main(void *arg)
 	io_uring_sqe_set_data64(sqe, FR_UD_STOP);
 	fr_wake_read(c);
 	fr_arm(e, FR_CMD_REGISTER);
+	fr_keep_armed(c);
 	for (;;) {
 		__atomic_add_fetch(&fr.waiting[c->qid], 1, __ATOMIC_ACQ_REL);
 		r = io_uring_submit_and_wait(&c->ring, 1);

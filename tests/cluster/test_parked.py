@@ -23,6 +23,7 @@ import time
 import clusterlib
 
 LOCK_TIMEOUT = 6
+PROBES = 20
 LEASE_MS = 4000
 
 
@@ -176,34 +177,46 @@ def test_changes_wait_off_the_workers(cluster_factory):
     assert not results, f"a change was answered early: {results}; " \
         f"{waiting(tids)} of {len(tids)} waiting: {stacks(tids)}"
 
-    times = {}
+    times, probe_tid = {}, []
 
     def answered():
+        probe_tid.append(threading.get_native_id())
         # A read of an open file and a lookup: both need the daemon.
         t0 = time.monotonic()
         m = mmap.mmap(-1, 4096)
         os.preadv(rfd, [m], 0)
         times["read"] = time.monotonic() - t0
+        # Lookups of new names, one after another: each answer lets the
+        # kernel hand the ring entry a request that waited for one.
         t0 = time.monotonic()
-        try:
-            os.stat(os.path.join(d, "never-looked-up"))
-        except FileNotFoundError:
-            pass
+        for i in range(PROBES):
+            try:
+                os.stat(os.path.join(d, f"never-looked-up{i}"))
+            except FileNotFoundError:
+                pass
         times["stat"] = time.monotonic() - t0
 
     probe = threading.Thread(target=answered, daemon=True)
     probe.start()
+    # Where the probe and the daemon are if it is slow, for the message.
+    probe.join(1.5)
+    where = ""
+    if probe.is_alive():
+        where = (f"\nprobe at 1.5 s: {times} " + "; ".join(
+            clusterlib.wsfstest.where(f"self/task/{t}") for t in probe_tid) +
+                 f"\n"
+                 f"{c.daemon_threads()}")
     probe.join(3 * LOCK_TIMEOUT)
     if probe.is_alive():
         # A daemon stuck for good would also stop the teardown.
         abort_fuse(c.mnt(1))
         raise AssertionError(f"read and stat not answered in "
-                             f"{3 * LOCK_TIMEOUT}s: {times}")
+                             f"{3 * LOCK_TIMEOUT}s: {times}{where}")
     pending = len(work) - len(results)
     # Timing is what is tested: the changes wait up to lock_timeout
     # (6 s); a free worker answers in milliseconds. 2 s of margin.
     assert times["read"] < 2 and times["stat"] < 2, \
-        f"{times} behind {pending} waiting changes"
+        f"{times} behind {pending} waiting changes{where}"
     assert pending > 0
 
     for t in threads:
