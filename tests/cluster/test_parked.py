@@ -5,9 +5,9 @@ A node cut from the lock service cannot renew its lease: half a lease
 later no lock counts as held, and every change must wait for the service.
 With two FUSE workers only, 30 such requests of 15 kinds (13 changes,
 F_GETLK and F_SETLK) are started; a
-read and a stat that need no lock must still be answered at once (on a
-daemon that waited in its workers they queued behind the changes until
-lock_timeout). Every change then fails with EIO within lock_timeout and a
+read and 20 lookups that need no lock must still be answered at once (on
+a daemon that waited in its workers, or kept too few ring entries armed,
+they queued behind the changes until lock_timeout). Every change then fails with EIO within lock_timeout and a
 margin, a change made once the service has been away longer than
 lock_timeout fails at once, and after the link heals the node is up again
 and changes work."""
@@ -181,7 +181,7 @@ def test_changes_wait_off_the_workers(cluster_factory):
 
     def answered():
         probe_tid.append(threading.get_native_id())
-        # A read of an open file and a lookup: both need the daemon.
+        # A read of an open file and lookups: all need the daemon.
         t0 = time.monotonic()
         m = mmap.mmap(-1, 4096)
         os.preadv(rfd, [m], 0)
@@ -202,9 +202,9 @@ def test_changes_wait_off_the_workers(cluster_factory):
     probe.join(1.5)
     where = ""
     if probe.is_alive():
-        where = (f"\nprobe at 1.5 s: {times} " + "; ".join(
-            clusterlib.wsfstest.where(f"self/task/{t}") for t in probe_tid) +
-                 f"\n"
+        probe_at = "; ".join(clusterlib.wsfstest.where(f"self/task/{t}")
+                             for t in probe_tid)
+        where = (f"\nprobe at 1.5 s: {times} {probe_at}\n"
                  f"{c.daemon_threads()}")
     probe.join(3 * LOCK_TIMEOUT)
     if probe.is_alive():
