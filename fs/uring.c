@@ -522,9 +522,10 @@ uring_fsync(fuse_req_t req, int fd, int datasync)
  * waits in the kernel's list of the queue, and only a commit takes the
  * next one from that list; a newly registered entry does not (Linux
  * 6.14-6.18, fuse_uring_do_register). With one armed entry per thread,
- * a burst of changes that all wait for a lock left a stat behind them
- * in that list until the first of them was answered, lock_timeout later
- * (test_parked.py, seen once in CI). Several armed entries per thread
+ * a burst of changes that all wait for a lock can leave a stat behind
+ * them in that list until the first of them is answered, lock_timeout
+ * later (the likely cause of a 6 s stat test_parked.py saw once in CI;
+ * not reproduced). Several armed entries per thread
  * keep the list empty unless more requests arrive at once on one CPU
  * than its threads have armed, and then any request answered at once
  * on that CPU takes the next one from it. When a queue's last waiting
@@ -970,7 +971,10 @@ fr_keep_armed(struct fr_chan *c)
 
 	while (c->armed < FR_ARMED) {
 		if ((e = fr_ent_new(c)) == NULL) {
-			/* One armed entry serves; past it, only warn. */
+			/*
+			 * Those armed serve on; with none, this thread takes
+			 * no request until one of its parked ones ends.
+			 */
 			if (__atomic_load_n(&fr.nents, __ATOMIC_ACQUIRE) ==
 			    fr.max_ents)
 				fr_warn("every ring entry waits for an answer",
