@@ -505,7 +505,8 @@ inode_table_init(int source_fd, int max_fds)
 	/*
 	 * A FUSE filesystem without export support (GlusterFS's client) gives
 	 * handles of its node ids: they die when the kernel forgets its inode,
-	 * while the object lives on. Elsewhere a stale handle means the object
+	 * while the object lives on, and the id can come back for another
+	 * object (inode_fd_get checks what a handle opens there). Elsewhere a stale handle means the object
 	 * was removed (NFS and CephFS have export operations), and its number
 	 * may already name a new one: nothing is reopened by name there.
 	 */
@@ -689,6 +690,7 @@ inode_forget(struct inode *in, uint64_t n)
 }
 
 static int	inode_reopen_by_name(struct inode *);
+static int	inode_reopen_check(struct inode *, int);
 static struct file_handle *inode_fd_set_locked(struct inode *, int,
 		    struct file_handle *);
 static int	inode_statx_mnt(int, const char *, int, struct stat *,
@@ -752,6 +754,13 @@ inode_fd_get(struct inode *in)
 			    O_PATH | O_CLOEXEC | O_NOFOLLOW);
 			if (fd == -1)
 				fd = -errno;
+			/*
+			 * A dead FUSE node id can be given to another object
+			 * of the same generation: then the handle opens that
+			 * one. Keep it only if it is in's object.
+			 */
+			else if (itab.handles_die)
+				fd = inode_reopen_check(in, fd);
 			if (fd == -ESTALE)
 				fd = inode_reopen_by_name(in);
 			/*
@@ -968,13 +977,17 @@ inode_open(struct inode *in, int flags)
 
 	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC);
 	flags |= O_CLOEXEC | O_NOFOLLOW;
-	if ((fh = __atomic_load_n(&in->fh, __ATOMIC_ACQUIRE)) != NULL) {
+	/*
+	 * Where handles die (inode_table_init), a dead one can name another
+	 * object now, which an open for I/O must not even touch (a FIFO
+	 * would block it): through the O_PATH fd, checked by inode_fd_get.
+	 */
+	if (!itab.handles_die &&
+	    (fh = __atomic_load_n(&in->fh, __ATOMIC_ACQUIRE)) != NULL) {
 		fd = open_by_handle_at(itab.mount_fd, fh, flags);
 		if (fd >= 0)
 			return fd;
-		/* The object may still be there: see inode_reopen_by_name. */
-		if (errno != ESTALE || !itab.handles_die)
-			return inode_storage_error(in, "open", -errno);
+		return inode_storage_error(in, "open", -errno);
 	}
 	if ((r = inode_fd_get(in)) < 0)
 		return r;

@@ -691,6 +691,52 @@ def test_stale_file_looked_up_again(cluster_factory):
         os.close(fd)
 
 
+def test_dead_handle_never_opens_another_file(cluster_factory):
+    """GlusterFS's FUSE client gives handles of its node ids, and a dead
+    one's id can come back for another object of the same generation:
+    then the handle opens that one. Files the kernel holds (fds) whose
+    backing fds were evicted are read again and again while the client
+    forgets and reuses its inodes: every read must give the file's own
+    bytes, never another file's (seen once in CI as test
+    test_stale_file_looked_up_again reading x38's bytes through f)."""
+    c = cluster_factory(storage="gluster", nodes=1, wsfs_opts="max_fds=2",
+                        lock_timeout=10, lease_ms=4000)
+    ws = c.path(1, "ws")
+    d = os.path.join(ws, "held")
+    os.makedirs(d)
+    want = {}
+    for i in range(12):
+        want[i] = f"held file {i}\n"
+        with open(os.path.join(d, f"h{i}"), "w") as f:
+            f.write(want[i])
+    for i in range(60):
+        with open(os.path.join(ws, f"x{i}"), "w") as f:
+            f.write(f"other {i}\n")
+
+    def read(path):
+        with open(path) as f:
+            return f.read()
+
+    fds = {i: os.open(os.path.join(d, f"h{i}"), os.O_PATH) for i in want}
+    try:
+        for rnd in range(6):
+            for i in range(60):
+                read(os.path.join(ws, f"x{i}"))
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+            for i in range(60):
+                read(os.path.join(ws, f"x{i}"))
+            for i, fd in fds.items():
+                # Found again by its name (inode_reopen_by_name).
+                got = read(f"/proc/self/fd/{fd}")
+                assert got == want[i], \
+                    f"round {rnd}: h{i} read as {got!r}\n{c.logs()}"
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] != "append":
         sys.exit("usage: test_storage.py append PATH NODE")
