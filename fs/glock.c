@@ -569,7 +569,7 @@ glock_done(struct cluster_waiter *w, int status, uint64_t token)
  * has effects of its own). -errno or an fd.
  */
 static int
-glock_open_for_sync(const struct file_handle *fh)
+glock_open_for_sync(const struct file_handle *fh, ino_t ino)
 {
 	struct stat	st;
 	char		path[64];
@@ -584,6 +584,11 @@ glock_open_for_sync(const struct file_handle *fh)
 		close(pfd);
 		return -EINVAL;
 	}
+	/* A dead GlusterFS handle's node id can name another object now. */
+	if (st.st_ino != ino) {
+		close(pfd);
+		return -ESTALE;
+	}
 	/*
 	 * The magic link leads to pfd's own inode, checked above; with
 	 * O_NOFOLLOW it is refused (ELOOP), and every sync was skipped.
@@ -595,7 +600,7 @@ glock_open_for_sync(const struct file_handle *fh)
 }
 
 static void
-glock_fsync(const char *key, const struct file_handle *fh)
+glock_fsync(const char *key, ino_t ino, const struct file_handle *fh)
 {
 	int	fd;
 
@@ -608,7 +613,7 @@ glock_fsync(const char *key, const struct file_handle *fh)
 	 * GlusterFS), the writes stay where the storage has them, not
 	 * synced: say so rather than skip it silently.
 	 */
-	if ((fd = glock_open_for_sync(fh)) < 0) {
+	if ((fd = glock_open_for_sync(fh, ino)) < 0) {
 		if (fd != -ENOENT && fd != -EINVAL &&
 		    (fd != -ESTALE || !wsfs.source_local))
 			log_warn("node %s: %s given back without its fsync: "
@@ -666,6 +671,7 @@ glock_forget_cover_locked(struct glock *g)
 struct glock_kid {
 	char			 key[LOCKKEY_MAX];
 	fuse_ino_t		 nodeid;
+	ino_t			 ino;
 	struct file_handle	*fh;		/* written: fsync it; or NULL */
 	int			 reg;
 	int			 names;		/* a directory with names cached */
@@ -700,6 +706,7 @@ glock_take_tree_locked(struct glock *d, struct glock_kid *v, size_t *i,
 		if (v != NULL) {
 			memcpy(v[*i].key, g->key, sizeof v[*i].key);
 			v[*i].nodeid = g->nodeid;
+			v[*i].ino = g->ino;
 			v[*i].reg = g->type == S_IFREG;
 			v[*i].names = g->names && g->type == S_IFDIR &&
 			    !g->gone && g->held == 0;
@@ -767,7 +774,7 @@ glock_kids_sync_drop(struct glock_kid *v, size_t n, int nomem)
 		log_warn("node %s: syncfs before giving a lock back: %s",
 		    wsfs.conf.node, strerror(errno));
 	for (i = 0; i < n; i++) {
-		glock_fsync(v[i].key, v[i].fh);
+		glock_fsync(v[i].key, v[i].ino, v[i].fh);
 		free(v[i].fh);
 		v[i].fh = NULL;
 		if (v[i].nodeid != 0)
@@ -849,7 +856,7 @@ glock_do_release(void *arg)
 	pthread_mutex_unlock(&gl.lock);
 	glock_kids_sync_drop(kids, nkids, nomem);
 	if (dirty)
-		glock_fsync(g->key, fh);
+		glock_fsync(g->key, g->ino, fh);
 	free(fh);
 	glock_drop_caches(nodeid, names);
 	pthread_mutex_lock(&gl.lock);
@@ -1928,7 +1935,7 @@ glock_sync_one(const void *nodep, VISIT which, int depth)
 		glock_history("release", g, g->held ? g->held :
 		    WSLOCK_EXCLUSIVE, 0);
 	if (g->dirty)
-		glock_fsync(g->key, g->fh);
+		glock_fsync(g->key, g->ino, g->fh);
 }
 
 /* At unmount: make every written object durable; the session end frees. */
