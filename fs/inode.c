@@ -506,9 +506,10 @@ inode_table_init(int source_fd, int max_fds)
 	 * A FUSE filesystem without export support (GlusterFS's client) gives
 	 * handles of its node ids: they die when the kernel forgets its inode,
 	 * while the object lives on, and the id can come back for another
-	 * object (inode_fd_get checks what a handle opens there). Elsewhere a stale handle means the object
-	 * was removed (NFS and CephFS have export operations), and its number
-	 * may already name a new one: nothing is reopened by name there.
+	 * object (inode_fd_get checks what a handle opens there). Elsewhere
+	 * a stale handle means the object was removed (NFS and CephFS have
+	 * export operations), and its number may already name a new one:
+	 * nothing is reopened by name there.
 	 */
 	itab.handles_die = fstatfs(source_fd, &sf) == 0 &&
 	    (unsigned long)sf.f_type == FUSE_SUPER_MAGIC;
