@@ -571,6 +571,21 @@ def test_files_removed_behind_a_nodes_back(cluster_factory):
                                                          "replaced"]
 
 
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def evict_and_drop(ws, n):
+    """Read ws/x0 .. x<n-1>, which evicts wsfs's other fds (max_fds=2),
+    then make the kernel drop GlusterFS's inodes."""
+    for i in range(n):
+        read_text(os.path.join(ws, f"x{i}"))
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
 def test_file_whose_handle_went_stale(cluster_factory):
     """The same for regular files. A process's O_PATH fd keeps a file's
     wsfs inode (and its name) in the kernel but opens nothing in wsfs, so
@@ -611,36 +626,28 @@ def test_file_whose_handle_went_stale(cluster_factory):
     os.symlink("../../canary", c.src("ws", "d", "s.new"))
     os.rename(c.src("ws", "d", "s.new"), c.src("ws", "d", "s"))
 
-    def read(path):
-        with open(path) as f:
-            return f.read()
-
     try:
-        for i in range(40):		# evicts the fds of f, b, r, s and o
-            read(os.path.join(ws, f"x{i}"))
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        assert read(f"/proc/self/fd/{fds['f']}") == "f\n"
-        assert read(os.path.join(d, "f")) == "f\n"
-        assert read(f"/proc/self/fd/{fds['b']}") == "a\n"
+        evict_and_drop(ws, 40)	# evicts the fds of f, b, r, s and o
+        assert read_text(f"/proc/self/fd/{fds['f']}") == "f\n"
+        assert read_text(os.path.join(d, "f")) == "f\n"
+        assert read_text(f"/proc/self/fd/{fds['b']}") == "a\n"
         assert os.fstat(fds["f"]).st_size == 2
         assert os.pread(fds["o"], 10, 0) == b"o\n"
         assert os.fstat(fds["o"]).st_size == 2
         with pytest.raises(OSError) as e:
-            read(f"/proc/self/fd/{fds['r']}")
+            read_text(f"/proc/self/fd/{fds['r']}")
         assert e.value.errno in (errno.ENOENT, errno.ESTALE), e.value
         # The error passed on names the object.
         assert re.search(r"workspace ws \(\d+\), inode \d+: reopen: the "
                          r"storage answered Stale file handle", c.logs())
         # The name leads to the new file: the kernel asks wsfs again.
-        assert read(os.path.join(d, "r")) == "new\n"
+        assert read_text(os.path.join(d, "r")) == "new\n"
         # A symlink in the file's place is not the file, and not followed.
         with pytest.raises(OSError) as e:
-            read(f"/proc/self/fd/{fds['s']}")
+            read_text(f"/proc/self/fd/{fds['s']}")
         assert e.value.errno in (errno.ENOENT, errno.ESTALE), e.value
         with pytest.raises(OSError) as e:
-            read(os.path.join(d, "s"))
+            read_text(os.path.join(d, "s"))
         assert e.value.errno == errno.ENOENT, e.value
     finally:
         for fd in fds.values():
@@ -664,28 +671,17 @@ def test_stale_file_looked_up_again(cluster_factory):
         with open(os.path.join(ws, f"x{i}"), "w") as f:
             f.write(f"{i}\n")
 
-    def read(path):
-        with open(path) as f:
-            return f.read()
-
-    def evict_and_drop():
-        for i in range(40):
-            read(os.path.join(ws, f"x{i}"))
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-
     fd = os.open(os.path.join(d, "f"), os.O_PATH)
     try:
-        evict_and_drop()
+        evict_and_drop(ws, 40)
         # node2 changes d under its lock: node1 gives d's lock back, and
         # its kernel asks for f's name again.
         with open(c.path(2, "ws", "d", "g"), "w") as f:
             f.write("g\n")
-        assert read(os.path.join(d, "f")) == "f\n"
-        assert read(f"/proc/self/fd/{fd}") == "f\n"
-        evict_and_drop()		# the kernel forgets the new inode
-        assert read(f"/proc/self/fd/{fd}") == "f\n"
+        assert read_text(os.path.join(d, "f")) == "f\n"
+        assert read_text(f"/proc/self/fd/{fd}") == "f\n"
+        evict_and_drop(ws, 40)	# the kernel forgets the new inode
+        assert read_text(f"/proc/self/fd/{fd}") == "f\n"
         assert os.fstat(fd).st_size == 2
     finally:
         os.close(fd)
@@ -713,23 +709,16 @@ def test_dead_handle_never_opens_another_file(cluster_factory):
         with open(os.path.join(ws, f"x{i}"), "w") as f:
             f.write(f"other {i}\n")
 
-    def read(path):
-        with open(path) as f:
-            return f.read()
-
     fds = {i: os.open(os.path.join(d, f"h{i}"), os.O_PATH) for i in want}
     try:
         for rnd in range(6):
+            evict_and_drop(ws, 60)
+            # New GlusterFS inodes, which may take the dropped ids.
             for i in range(60):
-                read(os.path.join(ws, f"x{i}"))
-            os.sync()
-            with open("/proc/sys/vm/drop_caches", "w") as f:
-                f.write("3\n")
-            for i in range(60):
-                read(os.path.join(ws, f"x{i}"))
+                read_text(os.path.join(ws, f"x{i}"))
             for i, fd in fds.items():
                 # Found again by its name (inode_reopen_by_name).
-                got = read(f"/proc/self/fd/{fd}")
+                got = read_text(f"/proc/self/fd/{fd}")
                 assert got == want[i], \
                     f"round {rnd}: h{i} read as {got!r}\n{c.logs()}"
     finally:
@@ -761,12 +750,7 @@ def test_directory_whose_handle_went_stale(cluster_factory):
             f.write(f"{i}\n")
     p = subprocess.Popen(["sleep", "600"], cwd=os.path.join(ws, "d", "sub"))
     try:
-        for i in range(40):		# evicts the fds of d and sub
-            with open(os.path.join(ws, f"x{i}")) as f:
-                f.read()
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
+        evict_and_drop(ws, 40)	# evicts the fds of d and sub
         cwd = f"/proc/{p.pid}/cwd"
         assert os.listdir(cwd) == []
         assert sorted(os.listdir(os.path.join(cwd, ".."))) == \
