@@ -54,3 +54,10 @@ modgraph-readme: $(sbin_PROGRAMS)
 	$(AM_V_GEN)/usr/bin/python3 $(srcdir)/scripts/modgraph --readme \
 	    $(srcdir)/README.md --update $(modgraph_args)
 .PHONY: check-modules modgraph modgraph-readme
+
+# A scheduler probe for the bench's readers (README, Performance): the
+# round trip of a FUSE request between an unpinned caller and per-CPU
+# server threads, without FUSE. Built, not installed.
+noinst_PROGRAMS += scripts/wake-probe
+scripts_wake_probe_SOURCES = scripts/wake-probe.c
+scripts_wake_probe_LDADD = -lpthread
