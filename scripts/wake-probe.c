@@ -92,6 +92,7 @@ main(int argc, char **argv)
 	long		ncpu;
 	int		ch, i, n = 20000, pinned = 0, cpu, last, moved = 0;
 	double		t0, dt;
+	char		*end;
 
 	while ((ch = getopt(argc, argv, "n:w:p")) != -1) {
 		switch (ch) {
@@ -99,7 +100,11 @@ main(int argc, char **argv)
 			n = atoi(optarg);
 			break;
 		case 'w':
-			work_s = atof(optarg) / 1e6;
+			errno = 0;
+			work_s = strtod(optarg, &end) / 1e6;
+			if (errno != 0 || end == optarg || *end != '\0')
+				errx(2, "-w %s: not a number of microseconds",
+				    optarg);
 			break;
 		case 'p':
 			pinned = 1;
