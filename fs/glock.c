@@ -572,7 +572,6 @@ static int
 glock_open_for_sync(const struct file_handle *fh, ino_t ino)
 {
 	struct stat	st;
-	char		path[64];
 	int		pfd, fd;
 
 	pfd = open_by_handle_at(wsfs.source_fd_rd, (struct file_handle *)fh,
@@ -593,10 +592,9 @@ glock_open_for_sync(const struct file_handle *fh, ino_t ino)
 	 * The magic link leads to pfd's own inode, checked above; with
 	 * O_NOFOLLOW it is refused (ELOOP), and every sync was skipped.
 	 */
-	inode_procpath(pfd, path, sizeof path);
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	fd = inode_proc_open(pfd, O_RDONLY | O_NONBLOCK);
 	close(pfd);
-	return fd == -1 ? -errno : fd;
+	return fd;
 }
 
 static void

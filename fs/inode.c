@@ -940,6 +940,23 @@ inode_procpath(int fd, char *buf, size_t len)
 }
 
 /*
+ * Open what fd (often O_PATH) refers to, through its magic link in
+ * /proc/self/fd: the link leads to fd's own inode, whatever the backing
+ * store's names say now. flags must not hold O_NOFOLLOW, which refuses
+ * the link. -errno or an fd.
+ */
+int
+inode_proc_open(int fd, int flags)
+{
+	char	name[16];
+	int	r;
+
+	snprintf(name, sizeof name, "%d", fd);
+	r = openat(wsfs.proc_fd, name, flags | O_CLOEXEC);
+	return r == -1 ? -errno : r;
+}
+
+/*
  * Open one name below dirfd without following any symlink, without magic
  * links and without crossing into another mount.
  */
@@ -973,7 +990,6 @@ int
 inode_open(struct inode *in, int flags)
 {
 	struct file_handle	*fh;
-	char			 path[64];
 	int			 fd, r;
 
 	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC);
@@ -992,11 +1008,9 @@ inode_open(struct inode *in, int flags)
 	}
 	if ((r = inode_fd_get(in)) < 0)
 		return r;
-	snprintf(path, sizeof path, "%d", r);
-	fd = openat(wsfs.proc_fd, path, flags & ~O_NOFOLLOW);
-	r = fd == -1 ? -errno : fd;
+	fd = inode_proc_open(r, flags & ~O_NOFOLLOW);
 	inode_fd_put(in);
-	return r;
+	return fd;
 }
 
 int
@@ -1413,12 +1427,10 @@ int
 inode_from_new_fd(struct inode *parent, const char *name, int fd,
     struct fuse_entry_param *e)
 {
-	char	path[32];
 	int	pfd;
 
-	snprintf(path, sizeof path, "%d", fd);
-	if ((pfd = openat(wsfs.proc_fd, path, O_PATH | O_CLOEXEC)) == -1)
-		return -errno;
+	if ((pfd = inode_proc_open(fd, O_PATH)) < 0)
+		return pfd;
 	return inode_adopt(parent, name, pfd, e);
 }
 

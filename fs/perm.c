@@ -136,7 +136,6 @@ int
 perm_open_existing(fuse_req_t req, int pfd, const char *name, int flags)
 {
 	struct stat	st;
-	char		path[32];
 	int		pathfd, fd, want;
 
 	/*
@@ -170,11 +169,8 @@ perm_open_existing(fuse_req_t req, int pfd, const char *name, int flags)
 	if ((fd = perm_access(req, &st, want)) < 0)
 		goto out;
 	/* Through /proc: the inode checked, whatever the name holds now. */
-	snprintf(path, sizeof path, "%d", pathfd);
-	fd = openat(wsfs.proc_fd, path,
-	    (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY)) | O_CLOEXEC);
-	if (fd == -1)
-		fd = -errno;
+	fd = inode_proc_open(pathfd,
+	    flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY));
 out:
 	close(pathfd);
 	return fd;

@@ -485,6 +485,7 @@ void		 inode_renamed(struct inode *from, const char *name,
 void		 inode_unlinked(struct inode *parent, const char *name);
 void		 inode_opened(struct inode *in, int delta);
 void		 inode_procpath(int fd, char *buf, size_t len);
+int		 inode_proc_open(int fd, int flags);
 /* A new fd of name below dirfd (see inode.c): the caller's to close. */
 int		 inode_openat_beneath(int dirfd, const char *name, int flags,
 		     mode_t mode);
