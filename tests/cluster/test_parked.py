@@ -4,13 +4,13 @@ bounds every wait (issue 12).
 A node cut from the lock service cannot renew its lease: half a lease
 later no lock counts as held, and every change must wait for the service.
 With two FUSE workers only, 30 such requests of 15 kinds (13 changes,
-F_GETLK and F_SETLK) are started; a
-read and 20 lookups that need no lock must still be answered at once (on
-a daemon that waited in its workers, or kept too few ring entries armed,
-they queued behind the changes until lock_timeout). Every change then fails with EIO within lock_timeout and a
-margin, a change made once the service has been away longer than
-lock_timeout fails at once, and after the link heals the node is up again
-and changes work."""
+F_GETLK and F_SETLK) are started; a read and 20 lookups that need no
+lock must still be answered at once (on a daemon that waited in its
+workers, or kept too few ring entries armed, they queued behind the
+changes until lock_timeout). Every change then fails with EIO within
+lock_timeout and a margin, a change made once the service has been away
+longer than lock_timeout fails at once, and after the link heals the
+node is up again and changes work."""
 import errno
 import fcntl
 import json

@@ -726,12 +726,6 @@ def test_dead_handle_never_opens_another_file(cluster_factory):
             os.close(fd)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "append":
-        sys.exit("usage: test_storage.py append PATH NODE")
-    sys.exit(append(sys.argv[2], sys.argv[3]))
-
-
 def test_directory_whose_handle_went_stale(cluster_factory):
     """GlusterFS's FUSE client gives file handles that die with its kernel
     inode. A directory that is a process's cwd keeps its wsfs inode in
@@ -760,3 +754,9 @@ def test_directory_whose_handle_went_stale(cluster_factory):
     finally:
         p.kill()
         p.wait()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[1] != "append":
+        sys.exit("usage: test_storage.py append PATH NODE")
+    sys.exit(append(sys.argv[2], sys.argv[3]))
